@@ -1,0 +1,3 @@
+"""troth: Distributed Async Await for Python."""
+
+__version__ = "0.1.0"

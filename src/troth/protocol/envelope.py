@@ -1,0 +1,188 @@
+"""The request/response envelope: bytes in, a typed request or a 400; a reply out, bytes.
+
+Decoding follows the reference server's order (wire-protocol.md §2.3): the envelope's own
+shape, a non-empty ``kind``, ``data`` being an object, the protocol version, the kind being
+known, then the kind's ``data`` schema and its extra checks. Every failure is a
+``BadRequest`` whose message says what is wrong and where.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import msgspec
+
+from troth.protocol.kinds import FENCE_ACTIONS, KINDS
+from troth.protocol.records import NonEmpty, NonNegative
+from troth.protocol.requests import Data, FenceAction, TaskFenceRequest
+from troth.protocol.responses import Reply, TaskFenceResult
+
+VERSION = "2026-04-01"
+
+
+class BadRequest(Exception):
+    """A request the server refuses before touching any state."""
+
+    def __init__(self, message: str, kind: str = "unknown", corr_id: str = "0", status: int = 400):
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.corr_id = corr_id
+        self.status = status
+
+    def reply(self) -> Reply:
+        return Reply(self.status, self.message)
+
+
+class Request(NamedTuple):
+    kind: str
+    corr_id: str
+    data: Data
+    auth: str | None = None
+    debug_time: int | None = None
+
+
+class RequestHead(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
+    corr_id: str
+    version: str
+    auth: str | None = None
+    debug_time: int | None = msgspec.field(default=None, name="resonate:debug_time")
+
+
+class _Envelope(msgspec.Struct, frozen=True):
+    kind: str
+    head: RequestHead
+    data: msgspec.Raw
+
+
+class _RawFenceAction(msgspec.Struct, frozen=True):
+    kind: str
+    data: msgspec.Raw
+    head: Any = None
+
+
+class _RawFence(msgspec.Struct, frozen=True):
+    id: NonEmpty
+    version: NonNegative
+    action: _RawFenceAction
+
+
+class ResponseHead(msgspec.Struct, frozen=True, rename="camel"):
+    corr_id: str
+    status: int
+    version: str = VERSION
+
+
+class ResponseEnvelope(msgspec.Struct, frozen=True):
+    kind: str
+    head: ResponseHead
+    data: Any
+
+
+_envelope_decoder = msgspec.json.Decoder(_Envelope)
+_raw_fence_decoder = msgspec.json.Decoder(_RawFence)
+_decoders = {
+    kind: msgspec.json.Decoder(spec.data) for kind, spec in KINDS.items() if kind != "task.fence"
+}
+_action_decoders = {kind: msgspec.json.Decoder(t) for kind, t in FENCE_ACTIONS.items()}
+_encoder = msgspec.json.Encoder()
+
+
+def _salvage(body: bytes) -> tuple[str, str]:
+    """The kind and corrId to answer a malformed envelope with, when they can be read."""
+    try:
+        raw = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return "unknown", "0"
+    if not isinstance(raw, dict):
+        return "unknown", "0"
+    kind = raw.get("kind")
+    head = raw.get("head")
+    corr_id = head.get("corrId") if isinstance(head, dict) else None
+    return (
+        kind if isinstance(kind, str) else "unknown",
+        corr_id if isinstance(corr_id, str) else "0",
+    )
+
+
+def decode_request(body: bytes) -> Request:
+    """Parse and validate one request envelope; raise ``BadRequest`` on any client mistake."""
+    try:
+        env = _envelope_decoder.decode(body)
+    except msgspec.DecodeError as e:
+        kind, corr_id = _salvage(body)
+        raise BadRequest(f"Invalid request envelope: {e}", kind, corr_id) from None
+    kind, corr_id = env.kind, env.head.corr_id
+    if not kind:
+        raise BadRequest(
+            "Missing or invalid 'kind' field: must be a non-empty string", kind, corr_id
+        )
+    if not bytes(env.data).startswith(b"{"):
+        raise BadRequest("Invalid 'data' field: must be an object", kind, corr_id)
+    if env.head.version != VERSION:
+        raise BadRequest(
+            f"Unsupported protocol version {env.head.version!r}, supported versions: [{VERSION!r}]",
+            kind,
+            corr_id,
+        )
+    spec = KINDS.get(kind)
+    if spec is None:
+        raise BadRequest(f"Unknown operation: {kind}", kind, corr_id)
+    try:
+        data = _decode_fence(env.data) if kind == "task.fence" else _decoders[kind].decode(env.data)
+    except msgspec.DecodeError as e:
+        raise BadRequest(f"Invalid request: {e}", kind, corr_id) from None
+    if spec.validate is not None and (errors := spec.validate(data)):
+        raise BadRequest("; ".join(errors), kind, corr_id)
+    return Request(kind, corr_id, data, env.head.auth, env.head.debug_time)
+
+
+def _decode_fence(raw: bytes) -> TaskFenceRequest:
+    fence = _raw_fence_decoder.decode(raw)
+    decoder = _action_decoders.get(fence.action.kind)
+    if decoder is None:
+        raise msgspec.ValidationError(
+            f"Invalid fence action kind {fence.action.kind!r}: "
+            f"use one of {sorted(FENCE_ACTIONS)} - at `$.action.kind`"
+        )
+    try:
+        action_data = decoder.decode(fence.action.data)
+    except msgspec.ValidationError as e:
+        raise msgspec.ValidationError(str(e).replace("`$", "`$.action.data")) from None
+    return TaskFenceRequest(fence.id, fence.version, FenceAction(fence.action.kind, action_data))
+
+
+def encode_request(
+    kind: str, data: Data, corr_id: str, auth: str | None = None, debug_time: int | None = None
+) -> bytes:
+    head = RequestHead(corr_id, VERSION, auth, debug_time)
+    return _encoder.encode({"kind": kind, "head": head, "data": data})
+
+
+def response_envelope(kind: str, corr_id: str, reply: Reply) -> ResponseEnvelope:
+    """The envelope for a handler's reply; error statuses get a string ``data``."""
+    status, body = reply
+    if status in (200, 300):
+        data = _wire_body(body, corr_id)
+    elif isinstance(body, str):
+        data = body
+    else:
+        spec = KINDS.get(kind)
+        data = spec.message(status) if spec else f"Request failed with status {status}"
+    return ResponseEnvelope(kind, ResponseHead(corr_id, status), data)
+
+
+def _wire_body(body: Any, corr_id: str) -> Any:
+    if isinstance(body, TaskFenceResult):
+        inner = response_envelope(body.kind, corr_id, body.inner)
+        return {"action": inner, "preload": body.preload}
+    return body
+
+
+def encode_response(kind: str, corr_id: str, reply: Reply) -> bytes:
+    return _encoder.encode(response_envelope(kind, corr_id, reply))
+
+
+def to_builtins(value: Any) -> Any:
+    """A wire struct as plain JSON-shaped Python values (dicts, lists, str, int)."""
+    return msgspec.to_builtins(value)

@@ -1,0 +1,116 @@
+"""Wire records: what promises, tasks and schedules look like in JSON.
+
+Field names follow the Resonate protocol (`2026-04-01`) exactly. Optional fields default to
+``None`` and every struct omits defaults when encoded, because the official TypeScript SDK
+rejects a whole response when a field such as ``settledAt`` or ``pid`` is ``null``.
+Fields that are always present on the wire (``param``, ``value``, ``tags``) have no default,
+so they are never omitted.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated
+
+import msgspec
+
+# JSON integers on the wire are signed 64-bit; anything larger is a client mistake.
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+NonNegative = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+Positive = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+Tags = dict[str, str]
+
+
+class PromiseState(enum.StrEnum):
+    PENDING = "pending"
+    RESOLVED = "resolved"
+    REJECTED = "rejected"
+    REJECTED_CANCELED = "rejected_canceled"
+    REJECTED_TIMEDOUT = "rejected_timedout"
+
+
+class SettleState(enum.StrEnum):
+    """The states a client may settle to; ``rejected_timedout`` belongs to the server."""
+
+    RESOLVED = "resolved"
+    REJECTED = "rejected"
+    REJECTED_CANCELED = "rejected_canceled"
+
+
+class TaskState(enum.StrEnum):
+    PENDING = "pending"
+    ACQUIRED = "acquired"
+    SUSPENDED = "suspended"
+    HALTED = "halted"
+    FULFILLED = "fulfilled"
+
+
+class Record(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True):
+    """Base of every wire struct: camelCase names, absent optionals omitted."""
+
+
+class Value(Record):
+    """An opaque payload. Presence of each key is preserved: absent stays absent."""
+
+    headers: Tags | None = None
+    data: str | None = None
+
+
+EMPTY_VALUE = Value()
+
+
+class PromiseRecord(Record):
+    id: str
+    state: PromiseState
+    param: Value
+    value: Value
+    tags: Tags
+    timeout_at: int
+    created_at: int
+    settled_at: int | None = None
+
+
+class TaskRecord(Record):
+    id: str
+    state: TaskState
+    version: int
+    resumes: int
+    ttl: int | None = None
+    pid: str | None = None
+
+
+class Schedule(Record):
+    id: str
+    cron: str
+    promise_id: str
+    promise_timeout: int
+    promise_param: Value
+    promise_tags: Tags
+    created_at: int
+    next_run_at: int
+    last_run_at: int | None = None
+
+
+# Reserved tags (wire-protocol.md §4.2).
+TARGET = "resonate:target"
+TIMER = "resonate:timer"
+DELAY = "resonate:delay"
+ORIGIN = "resonate:origin"
+BRANCH = "resonate:branch"
+PARENT = "resonate:parent"
+PREFIX = "resonate:prefix"
+
+
+def is_timer(tags: Tags) -> bool:
+    return tags.get(TIMER) == "true"
+
+
+def timed_out_state(tags: Tags) -> PromiseState:
+    """The verdict a deadline gives: timers resolve, everything else times out."""
+    return PromiseState.RESOLVED if is_timer(tags) else PromiseState.REJECTED_TIMEDOUT
+
+
+def origin(id: str) -> str:
+    """The root of an id's call tree: the text before the first dot."""
+    return id.split(".", 1)[0]

@@ -1,0 +1,197 @@
+"""The ``data`` of every successful response, the debug snapshot, and outgoing messages."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import msgspec
+
+from troth.protocol.records import PromiseRecord, Record, Schedule, TaskRecord
+
+
+class Reply(NamedTuple):
+    """What a handler answers: a status and, for 200 and 300, a body.
+
+    Error statuses carry no body; the envelope supplies the message (see ``messages``).
+    """
+
+    status: int
+    body: Any = None
+
+
+class Empty(Record):
+    pass
+
+
+EMPTY = Empty()
+
+
+class PromiseResponse(Record):
+    """promise.get, promise.create, promise.settle, register_callback/listener, task.fulfill."""
+
+    promise: PromiseRecord
+
+
+class PromiseSearchResponse(Record):
+    promises: list[PromiseRecord]
+    cursor: str | None = None
+
+
+class TaskGetResponse(Record):
+    task: TaskRecord
+
+
+class TaskClaimResponse(Record):
+    """task.create and task.acquire: the task, its promise and the branch's settled promises."""
+
+    promise: PromiseRecord
+    preload: list[PromiseRecord]
+    task: TaskRecord | None = None
+
+
+class TaskSuspendedResponse(Record):
+    """The 300 of task.suspend: something awaited is already settled."""
+
+    preload: list[PromiseRecord]
+
+
+class TaskFenceResult(NamedTuple):
+    """A fence's body before encoding: the inner reply needs the outer corrId on the wire."""
+
+    kind: str
+    inner: Reply
+    preload: list[PromiseRecord]
+
+
+class TaskSearchResponse(Record):
+    tasks: list[TaskRecord]
+    cursor: str | None = None
+
+
+class ScheduleResponse(Record):
+    schedule: Schedule
+
+
+class ScheduleSearchResponse(Record):
+    schedules: list[Schedule]
+    cursor: str | None = None
+
+
+# -- messages (wire-protocol.md §10.1) ------------------------------------------------------
+
+
+class TaskRef(Record):
+    id: str
+    version: int
+
+
+class ExecuteData(Record):
+    task: TaskRef
+
+
+class UnblockData(Record):
+    promise: PromiseRecord
+
+
+class ExecuteHead(Record):
+    server_url: str | None = None
+
+
+class Message(Record):
+    """An ``execute`` or ``unblock`` message as delivered to a worker or listener."""
+
+    kind: str
+    head: ExecuteHead
+    data: ExecuteData | UnblockData
+
+
+def execute_message(task_id: str, version: int, server_url: str | None = None) -> Message:
+    return Message("execute", ExecuteHead(server_url), ExecuteData(TaskRef(task_id, version)))
+
+
+def unblock_message(promise: PromiseRecord) -> Message:
+    return Message("unblock", ExecuteHead(), UnblockData(promise))
+
+
+# -- debug.snap (wire-protocol.md §11) ------------------------------------------------------
+
+
+class PromiseTimeoutEntry(Record):
+    id: str
+    timeout: int
+
+
+class TaskTimeoutEntry(msgspec.Struct, frozen=True):
+    id: str
+    type: int  # 0 = retry of a pending task, 1 = lease of an acquired task
+    timeout: int
+
+
+class ScheduleTimeoutEntry(Record):
+    id: str
+    timeout: int
+
+
+class CallbackEntry(Record):
+    awaiter: str
+    awaited: str
+
+
+class ListenerEntry(Record):
+    id: str
+    address: str
+
+
+class OutboxEntry(Record):
+    address: str
+    message: Message
+
+
+class Snapshot(Record):
+    """The whole machine state, each list sorted as the reference server sorts it.
+
+    ``schedules`` and ``scheduleTimeouts`` are troth's additions: without them a snapshot
+    cannot show that two implementations agree on schedules.
+    """
+
+    promises: list[PromiseRecord]
+    promise_timeouts: list[PromiseTimeoutEntry]
+    callbacks: list[CallbackEntry]
+    listeners: list[ListenerEntry]
+    tasks: list[TaskRecord]
+    task_timeouts: list[TaskTimeoutEntry]
+    messages: list[OutboxEntry]
+    schedules: list[Schedule]
+    schedule_timeouts: list[ScheduleTimeoutEntry]
+
+
+def _message_order(entry: OutboxEntry) -> tuple[int, str, str]:
+    data = entry.message.data
+    if isinstance(data, ExecuteData):
+        return (0, data.task.id, "")
+    return (1, data.promise.id, entry.address)
+
+
+def make_snapshot(
+    promises: list[PromiseRecord],
+    promise_timeouts: list[PromiseTimeoutEntry],
+    callbacks: list[CallbackEntry],
+    listeners: list[ListenerEntry],
+    tasks: list[TaskRecord],
+    task_timeouts: list[TaskTimeoutEntry],
+    messages: list[OutboxEntry],
+    schedules: list[Schedule],
+    schedule_timeouts: list[ScheduleTimeoutEntry],
+) -> Snapshot:
+    """A snapshot with every list in the canonical order, whatever order the store used."""
+    return Snapshot(
+        promises=sorted(promises, key=lambda p: p.id),
+        promise_timeouts=sorted(promise_timeouts, key=lambda t: t.id),
+        callbacks=sorted(callbacks, key=lambda c: (c.awaiter, c.awaited)),
+        listeners=sorted(listeners, key=lambda entry: (entry.id, entry.address)),
+        tasks=sorted(tasks, key=lambda t: t.id),
+        task_timeouts=sorted(task_timeouts, key=lambda t: (t.id, t.type)),
+        messages=sorted(messages, key=_message_order),
+        schedules=sorted(schedules, key=lambda s: s.id),
+        schedule_timeouts=sorted(schedule_timeouts, key=lambda t: t.id),
+    )
