@@ -1,0 +1,72 @@
+"""What the server needs from a storage backend: the machine behind one async interface.
+
+A backend (SQLite, PostgreSQL) runs the engine's handlers inside its own transactions and
+owns the durable outbox. The server (HTTP, poll hub, push delivery, the timeouts loop) talks
+to it only through ``Service``, so every backend serves every transport unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import NamedTuple, Protocol
+
+from troth.protocol.envelope import Request
+from troth.protocol.responses import Message, Reply, Snapshot
+
+
+class Delivery(NamedTuple):
+    """One outbox row handed out for delivery.
+
+    ``seq`` identifies this version of the row: the outbox is a keyed upsert, so a newer
+    message for the same key replaces the row with a new ``seq``, and acknowledging the old
+    delivery must not delete the newer message.
+    """
+
+    seq: int
+    address: str
+    message: Message
+
+
+class Service(Protocol):
+    async def handle(self, request: Request, now: int) -> Reply:
+        """Run one non-debug request in one transaction at instant ``now`` (ms).
+
+        Writes, armed timeouts and outgoing messages commit together or not at all.
+        Raises only for infrastructure failures (the server answers 500).
+        """
+        ...
+
+    async def fire_due(self, now: int) -> int:
+        """Fire every timeout due at ``now``, earliest first, each in its own transaction.
+
+        Returns how many transitions fired. ``debug.tick`` is this with the tick's time.
+        """
+        ...
+
+    async def next_deadline(self) -> int | None:
+        """The earliest armed timeout, or None; the timeouts loop sleeps until then."""
+        ...
+
+    async def outbox(self, limit: int) -> list[Delivery]:
+        """Up to ``limit`` undelivered messages, oldest first. Nothing is removed."""
+        ...
+
+    async def ack(self, deliveries: list[Delivery]) -> None:
+        """Remove delivered rows, except those superseded since they were read."""
+        ...
+
+    def outbox_changed(self) -> asyncio.Event:
+        """An ``asyncio.Event`` set after every commit that enqueued a message."""
+        ...
+
+    async def snapshot(self) -> Snapshot: ...
+
+    async def reset(self) -> None:
+        """Delete everything (``debug.reset``)."""
+        ...
+
+    async def ping(self) -> bool:
+        """True when storage answers (``GET /ready``)."""
+        ...
+
+    async def close(self) -> None: ...
