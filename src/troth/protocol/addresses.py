@@ -29,12 +29,16 @@ def parse_poll(address: str) -> PollAddress | None:
     if cast not in ("any", "uni") or not group:
         return None
     path = unquote(parts.path.lstrip("/"))
+    if cast == "uni" and not path:
+        # A unicast address names its one recipient; without an id nothing could receive it.
+        return None
     return PollAddress(cast, unquote(group), path or None)
 
 
 def is_http(address: str) -> bool:
     try:
         parts = urlsplit(address)
+        parts.port  # noqa: B018 - urlsplit defers the port check; a bad port is a bad URL
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and bool(parts.hostname)

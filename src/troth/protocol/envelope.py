@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from troth.protocol.kinds import FENCE_ACTIONS, KINDS
-from troth.protocol.records import NonEmpty, NonNegative
+from troth.protocol.records import Millis, NonEmpty, NonNegative
 from troth.protocol.requests import Data, FenceAction, TaskFenceRequest
 from troth.protocol.responses import Reply, TaskFenceResult
 
@@ -46,7 +46,7 @@ class RequestHead(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel
     corr_id: str
     version: str
     auth: str | None = None
-    debug_time: int | None = msgspec.field(default=None, name="resonate:debug_time")
+    debug_time: Millis | None = msgspec.field(default=None, name="resonate:debug_time")
 
 
 class _Envelope(msgspec.Struct, frozen=True):
@@ -87,12 +87,16 @@ _decoders = {
 _action_decoders = {kind: msgspec.json.Decoder(t) for kind, t in FENCE_ACTIONS.items()}
 _encoder = msgspec.json.Encoder()
 
+# msgspec recurses once per nesting level and raises RecursionError on very deep input, even
+# inside skipped values; such a body is a client mistake like any other malformed JSON.
+_TOO_DEEP = "JSON is nested too deeply"
+
 
 def _salvage(body: bytes) -> tuple[str, str]:
     """The kind and corrId to answer a malformed envelope with, when they can be read."""
     try:
         raw = msgspec.json.decode(body)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         return "unknown", "0"
     if not isinstance(raw, dict):
         return "unknown", "0"
@@ -109,9 +113,10 @@ def decode_request(body: bytes) -> Request:
     """Parse and validate one request envelope; raise ``BadRequest`` on any client mistake."""
     try:
         env = _envelope_decoder.decode(body)
-    except msgspec.DecodeError as e:
+    except (msgspec.DecodeError, RecursionError) as e:
         kind, corr_id = _salvage(body)
-        raise BadRequest(f"Invalid request envelope: {e}", kind, corr_id) from None
+        reason = _TOO_DEEP if isinstance(e, RecursionError) else e
+        raise BadRequest(f"Invalid request envelope: {reason}", kind, corr_id) from None
     kind, corr_id = env.kind, env.head.corr_id
     if not kind:
         raise BadRequest(
@@ -132,6 +137,8 @@ def decode_request(body: bytes) -> Request:
         data = _decode_fence(env.data) if kind == "task.fence" else _decoders[kind].decode(env.data)
     except msgspec.DecodeError as e:
         raise BadRequest(f"Invalid request: {e}", kind, corr_id) from None
+    except RecursionError:
+        raise BadRequest(f"Invalid request: {_TOO_DEEP}", kind, corr_id) from None
     if spec.validate is not None and (errors := spec.validate(data)):
         raise BadRequest("; ".join(errors), kind, corr_id)
     return Request(kind, corr_id, data, env.head.auth, env.head.debug_time)
@@ -148,7 +155,12 @@ def _decode_fence(raw: bytes) -> TaskFenceRequest:
     try:
         action_data = decoder.decode(fence.action.data)
     except msgspec.ValidationError as e:
-        raise msgspec.ValidationError(str(e).replace("`$", "`$.action.data")) from None
+        # msgspec locates errors from the root of the inner document, and says nothing at all
+        # when the root itself is wrong; re-root the location so the message names the field.
+        message, at, path = str(e).rpartition(" - at `$")
+        if not at:
+            message, path = str(e), "`"
+        raise msgspec.ValidationError(f"{message} - at `$.action.data{path}") from None
     return TaskFenceRequest(fence.id, fence.version, FenceAction(fence.action.kind, action_data))
 
 

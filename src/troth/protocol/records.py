@@ -17,7 +17,11 @@ import msgspec
 # JSON integers on the wire are signed 64-bit; anything larger is a client mistake.
 Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 NonNegative = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
-Positive = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
+# Durations and clock readings stay within 2**53 (JavaScript's safe integers), so that sums
+# such as `now + ttl` can never leave the 64-bit range a database column holds.
+MAX_MILLIS = 2**53 - 1
+Millis = Annotated[int, msgspec.Meta(ge=0, le=MAX_MILLIS)]
+Duration = Annotated[int, msgspec.Meta(ge=1, le=MAX_MILLIS)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 Tags = dict[str, str]
 

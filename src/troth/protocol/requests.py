@@ -14,9 +14,10 @@ import msgspec
 
 from troth.protocol.records import (
     EMPTY_VALUE,
+    Duration,
+    Millis,
     NonEmpty,
     NonNegative,
-    Positive,
     PromiseState,
     SettleState,
     Tags,
@@ -108,7 +109,7 @@ class TaskGetRequest(Data):
 
 class TaskCreateRequest(Data):
     pid: NonEmpty
-    ttl: Positive
+    ttl: Duration
     action: CreateAction
 
 
@@ -116,7 +117,7 @@ class TaskAcquireRequest(Data):
     id: NonEmpty
     version: NonNegative
     pid: NonEmpty
-    ttl: Positive
+    ttl: Duration
 
 
 class TaskReleaseRequest(Data):
@@ -172,7 +173,7 @@ class ScheduleCreateRequest(Data):
     id: NonEmpty
     cron: NonEmpty
     promise_id: NonEmpty
-    promise_timeout: NonNegative
+    promise_timeout: Millis
     promise_param: Value = EMPTY_VALUE
     promise_tags: Tags = msgspec.field(default_factory=dict)
 
@@ -195,4 +196,4 @@ class DebugRequest(Data):
 
 
 class DebugTickRequest(Data):
-    time: NonNegative
+    time: Millis

@@ -44,7 +44,9 @@ def promise_create(req: PromiseCreateRequest, where: str = "") -> list[str]:
         if tag in tags and not _prefixed(req.id, tags[tag]):
             errors.append(f"{where}id must equal {tag} or start with it followed by '.'")
     if TARGET in tags and not addresses.is_valid(tags[TARGET]):
-        errors.append(f"Invalid {TARGET} address {tags[TARGET]!r}: use poll://… or http(s)://…")
+        errors.append(
+            f"Invalid {TARGET} address {tags[TARGET]!r} in {where}tags: use poll://… or http(s)://…"
+        )
     if DELAY in tags:
         delay = tags[DELAY]
         if not (delay.isascii() and delay.isdigit()) or int(delay) >= 2**63:
