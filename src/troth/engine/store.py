@@ -1,0 +1,206 @@
+"""The machine's effects: what a handler may do to state, and nothing more.
+
+The Lean machine (``01-objects/state.lean``) touches state only through a handful of
+effects: look up or upsert a promise, task or schedule; arm or disarm the three kinds of
+timeouts; append to a promise's callbacks or listeners; upsert an outbox message; and the
+settlement scrub. ``Store`` is that list as a Python protocol, plus the read-only queries
+the extensions (search, preload) and the timeouts loop need. A backend implements it over
+one open transaction; the handlers in this package are written once against it.
+
+Promises are kept as wire ``PromiseRecord`` values; their callbacks and listeners, which
+Lean keeps on the promise object, are separate effects here because a database keeps them
+in tables of their own. Tasks need the list of resumes, which the wire record only counts,
+so they have an object of their own (``Task``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import NamedTuple, Protocol
+
+from troth.protocol.records import PromiseRecord, PromiseState, Schedule, TaskRecord, TaskState
+from troth.protocol.responses import ExecuteData, Message
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Task:
+    """Lean's ``TaskObject``: the id is its promise's id, ``resumes`` lists awaited ids."""
+
+    id: str
+    state: TaskState
+    version: int
+    ttl: int | None = None
+    pid: str | None = None
+    resumes: tuple[str, ...] = ()
+
+    def record(self) -> TaskRecord:
+        return TaskRecord(self.id, self.state, self.version, len(self.resumes), self.ttl, self.pid)
+
+    def fulfilled(self) -> Task:
+        """The task as settlement leaves it: done, unleased, nothing buffered; version kept."""
+        return dataclasses.replace(self, state=TaskState.FULFILLED, pid=None, ttl=None, resumes=())
+
+
+class TaskTimeoutKind(enum.IntEnum):
+    """Lean's task timeout ``kind``; a task timeout is keyed by (id, kind)."""
+
+    RETRY = 0  # a pending task is offered again
+    LEASE = 1  # an acquired task's lease expires
+
+
+class TimeoutKind(enum.IntEnum):
+    """Which transition a due timeout fires, in the order ties are broken at one instant."""
+
+    PROMISE = 0
+    TASK_RETRY = 1
+    TASK_LEASE = 2
+    SCHEDULE = 3
+
+
+class Timeout(NamedTuple):
+    """One armed timeout. Tuples compare as the firing order: deadline, then kind, then id."""
+
+    at: int
+    kind: TimeoutKind
+    id: str
+
+
+def task_timeout(kind: TaskTimeoutKind) -> TimeoutKind:
+    return TimeoutKind.TASK_RETRY if kind is TaskTimeoutKind.RETRY else TimeoutKind.TASK_LEASE
+
+
+class Store(Protocol):
+    """The effects of the abstract machine over one open transaction.
+
+    Every method sees the writes made before it in the same transaction, as Lean's
+    sequential state monad does.
+    """
+
+    @property
+    def retry_timeout(self) -> int:
+        """Lean's ``config.retryTimeout`` (ms): how long a pending task waits to be re-offered."""
+        ...
+
+    # -- promises ---------------------------------------------------------------------------
+
+    def get_promise(self, id: str) -> PromiseRecord | None: ...
+
+    def set_promise(self, promise: PromiseRecord) -> None:
+        """Insert or replace the record; callbacks and listeners are left as they are."""
+        ...
+
+    def callbacks(self, id: str) -> list[str]:
+        """The awaiter ids registered on promise ``id``, in registration order."""
+        ...
+
+    def listeners(self, id: str) -> list[str]:
+        """The addresses registered on promise ``id``, in registration order."""
+        ...
+
+    def add_callback(self, awaited: str, awaiter: str) -> None:
+        """Append ``awaiter`` to ``awaited``'s callbacks unless already there."""
+        ...
+
+    def add_listener(self, awaited: str, address: str) -> None:
+        """Append ``address`` to ``awaited``'s listeners unless already there."""
+        ...
+
+    def clear_registrations(self, id: str) -> None:
+        """Empty promise ``id``'s callbacks and listeners (a settlement takes them)."""
+        ...
+
+    def scrub(self, settled: str) -> None:
+        """The settlement scrub: remove ``settled`` from every pending promise's callbacks."""
+        ...
+
+    # -- tasks and schedules ----------------------------------------------------------------
+
+    def get_task(self, id: str) -> Task | None: ...
+
+    def set_task(self, task: Task) -> None: ...
+
+    def get_schedule(self, id: str) -> Schedule | None: ...
+
+    def set_schedule(self, schedule: Schedule) -> None: ...
+
+    def del_schedule(self, id: str) -> None: ...
+
+    # -- timeouts ---------------------------------------------------------------------------
+
+    def set_promise_timeout(self, id: str, at: int) -> None: ...
+
+    def del_promise_timeout(self, id: str) -> None: ...
+
+    def set_task_timeout(self, id: str, kind: TaskTimeoutKind, at: int) -> None:
+        """Upsert by (id, kind): arming one kind leaves the other kind's entry alone."""
+        ...
+
+    def del_task_timeout(self, id: str) -> None:
+        """Remove both kinds."""
+        ...
+
+    def set_schedule_timeout(self, id: str, at: int) -> None: ...
+
+    def del_schedule_timeout(self, id: str) -> None: ...
+
+    def next_timeout(self) -> Timeout | None:
+        """The armed timeout that fires first (earliest ``Timeout`` in tuple order)."""
+        ...
+
+    def is_armed(self, timeout: Timeout) -> bool:
+        """True when exactly this entry (kind, id and deadline) is still armed."""
+        ...
+
+    def disarm(self, timeout: Timeout) -> None:
+        """Remove exactly this entry (for a task timeout: only its own kind)."""
+        ...
+
+    # -- outbox -----------------------------------------------------------------------------
+
+    def set_message(self, address: str, message: Message) -> None:
+        """Keyed upsert (see ``outbox_key``): a newer message replaces the one it supersedes."""
+        ...
+
+    # -- queries of the extensions ----------------------------------------------------------
+
+    def search_promises(
+        self, state: PromiseState | None, tags: dict[str, str], after: str | None, limit: int
+    ) -> list[PromiseRecord]:
+        """Up to ``limit`` stored promises with id > ``after``, by id, filtered by exact
+        stored state and tag containment."""
+        ...
+
+    def search_tasks(
+        self, state: TaskState | None, after: str | None, limit: int
+    ) -> list[Task]: ...
+
+    def search_schedules(
+        self, tags: dict[str, str], after: str | None, limit: int
+    ) -> list[Schedule]:
+        """As ``search_promises``, with containment on ``promiseTags``."""
+        ...
+
+    def settled_in_branch(self, branch: str, excluding: str) -> list[PromiseRecord]:
+        """Stored promises that are not pending and whose ``resonate:branch`` tag is
+        ``branch``, except ``excluding``, by id."""
+        ...
+
+
+class OutboxKey(NamedTuple):
+    """Lean's ``OutboxEntry.key``, kept as a tuple so no id can collide with another key.
+
+    An execute is keyed by its task alone (the newest execute for a task replaces any older
+    one, whatever its address); an unblock by its promise and its address.
+    """
+
+    kind: str
+    id: str
+    address: str
+
+
+def outbox_key(address: str, message: Message) -> OutboxKey:
+    data = message.data
+    if isinstance(data, ExecuteData):
+        return OutboxKey("execute", data.task.id, "")
+    return OutboxKey("unblock", data.promise.id, address)

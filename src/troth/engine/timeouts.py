@@ -1,0 +1,103 @@
+"""The four internal transitions (``lean-spec/02-actions/02-timeouts.lean``) and ``fire``.
+
+The environment fires a timeout once its deadline is due; the transitions themselves do
+not re-check the deadline, as in Lean. ``fire`` adds troth's stale-obligation rule
+(docs/semantics.md, debug.tick): an entry its transition left in place unchanged is
+dropped, so a due entry can never fire twice and a sweep always ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from msgspec.structs import replace
+
+from troth.engine.projection import timed_out
+from troth.engine.promises import promise_create
+from troth.engine.settlement import settle
+from troth.engine.store import Store, TaskTimeoutKind, Timeout, TimeoutKind
+from troth.protocol.cron import expand, next_cron
+from troth.protocol.records import TARGET, PromiseState, Schedule, TaskState
+from troth.protocol.requests import PromiseCreateRequest
+from troth.protocol.responses import execute_message
+
+
+def on_promise_timeout(store: Store, id: str, now: int) -> None:
+    """Write the verdict the promise's deadline gives it and run the settlement chain."""
+    promise = store.get_promise(id)
+    if promise is None or promise.state != PromiseState.PENDING:
+        return
+    verdict = timed_out(promise)
+    settle(store, promise, verdict.state, promise.value, promise.timeout_at, now)
+
+
+def on_task_retry_timeout(store: Store, id: str, now: int) -> None:
+    """Offer a still-pending task again, and again after another retryTimeout."""
+    task = store.get_task(id)
+    if task is None or task.state != TaskState.PENDING:
+        return
+    store.del_task_timeout(task.id)
+    store.set_task_timeout(task.id, TaskTimeoutKind.RETRY, now + store.retry_timeout)
+    _send_execute(store, task.id, task.version)
+
+
+def on_task_lease_timeout(store: Store, id: str, now: int) -> None:
+    """The holder stopped heartbeating: the task is pending again (same version) and offered."""
+    task = store.get_task(id)
+    if task is None or task.state != TaskState.ACQUIRED:
+        return
+    store.set_task(dataclasses.replace(task, state=TaskState.PENDING, pid=None, ttl=None))
+    store.del_task_timeout(task.id)
+    store.set_task_timeout(task.id, TaskTimeoutKind.RETRY, now + store.retry_timeout)
+    _send_execute(store, task.id, task.version)
+
+
+def _send_execute(store: Store, id: str, version: int) -> None:
+    promise = store.get_promise(id)
+    if promise is not None:
+        store.set_message(promise.tags.get(TARGET, ""), execute_message(id, version))
+
+
+def on_schedule_timeout(store: Store, id: str, now: int) -> None:
+    """Create every occurrence due by ``now`` and arm the next one."""
+    schedule = store.get_schedule(id)
+    if schedule is None:
+        return
+    schedule = catch_up(store, schedule, now)
+    store.set_schedule(schedule)
+    store.del_schedule_timeout(schedule.id)
+    store.set_schedule_timeout(schedule.id, schedule.next_run_at)
+
+
+def catch_up(store: Store, schedule: Schedule, now: int) -> Schedule:
+    """Create each missed occurrence as of its own instant, so a server that was down
+    creates exactly the promises it would have created had it been up."""
+    while schedule.next_run_at <= now:
+        at = schedule.next_run_at
+        occurrence = PromiseCreateRequest(
+            id=expand(schedule.promise_id, schedule.id, at),
+            timeout_at=at + schedule.promise_timeout,
+            param=schedule.promise_param,
+            tags=schedule.promise_tags,
+        )
+        promise_create(store, occurrence, at)
+        schedule = replace(schedule, last_run_at=at, next_run_at=next_cron(schedule.cron, at))
+    return schedule
+
+
+TRANSITIONS: dict[TimeoutKind, Callable[[Store, str, int], None]] = {
+    TimeoutKind.PROMISE: on_promise_timeout,
+    TimeoutKind.TASK_RETRY: on_task_retry_timeout,
+    TimeoutKind.TASK_LEASE: on_task_lease_timeout,
+    TimeoutKind.SCHEDULE: on_schedule_timeout,
+}
+
+
+def fire(store: Store, timeout: Timeout, now: int) -> None:
+    """Run the transition of one due timeout at ``now``."""
+    TRANSITIONS[timeout.kind](store, timeout.id, now)
+    if store.is_armed(timeout):
+        # The transition did not consume its own obligation (its object had moved on):
+        # the entry is stale, and left in place it would fire for ever.
+        store.disarm(timeout)

@@ -1,0 +1,27 @@
+"""Reading and acknowledging the outbox (the delivery side of the transactional outbox).
+
+Rows stay until acknowledged, so a message read but not delivered before a crash is read
+again after restart. Acknowledgement is by ``seq``: a row superseded since it was read has
+a new ``seq`` and survives the acknowledgement of the old one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from troth.storage.service import Delivery
+from troth.storage.sqlite import codec
+
+
+def undelivered(conn: sqlite3.Connection, limit: int) -> list[Delivery]:
+    """Up to ``limit`` messages in the order they were (last) enqueued."""
+    rows = conn.execute(
+        "SELECT seq, kind, address, message FROM outbox ORDER BY seq LIMIT ?", (limit,)
+    )
+    return [
+        Delivery(seq, address, codec.message(kind, message)) for seq, kind, address, message in rows
+    ]
+
+
+def acknowledge(conn: sqlite3.Connection, seqs: list[int]) -> None:
+    conn.executemany("DELETE FROM outbox WHERE seq = ?", [(seq,) for seq in seqs])

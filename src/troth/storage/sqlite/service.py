@@ -1,0 +1,186 @@
+"""``SqliteService``: the embedded default backend behind ``troth.storage.service.Service``.
+
+Writes go through the group-committing ``Writer``; reads (the kinds that never write, the
+outbox, the snapshot) are answered by a small pool of reader connections, which WAL lets
+run beside the writer, so a read never waits behind a commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from troth.engine import READ_ONLY, fire, handle
+from troth.protocol.envelope import Request
+from troth.protocol.responses import Reply, Snapshot
+from troth.storage.service import Delivery
+from troth.storage.sqlite import outbox, schema
+from troth.storage.sqlite.snapshot import snapshot
+from troth.storage.sqlite.store import SqliteStore
+from troth.storage.sqlite.writer import Writer
+
+T = TypeVar("T")
+
+# Timeouts fired per write job: each in its own savepoint, the batch in one commit.
+FIRE_BATCH = 256
+
+
+class SqliteService:
+    """The machine on one SQLite file.
+
+    ``retry_timeout`` is Lean's ``config.retryTimeout`` (ms). ``synchronous`` is SQLite's
+    pragma: ``FULL`` (the default) makes every acknowledged write survive power loss;
+    ``NORMAL`` keeps it across a process crash only, and is faster.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        retry_timeout: int = 5000,
+        *,
+        synchronous: str = "FULL",
+        readers: int = 4,
+    ) -> None:
+        if retry_timeout <= 0:
+            # A non-positive retry would re-arm a due retry at a due instant for ever.
+            raise ValueError("retry_timeout must be positive")
+        self.path = path
+        self.retry_timeout = retry_timeout
+        self._synchronous = synchronous
+        conn = schema.connect(path, synchronous=synchronous)
+        try:
+            schema.migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._changed = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._writer = Writer(conn, retry_timeout, self._committed)
+        self._readers = ThreadPoolExecutor(readers, thread_name_prefix="troth-sqlite-reader")
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._reader_local = threading.local()
+        self._reader_lock = threading.Lock()
+
+    @property
+    def commits(self) -> int:
+        """Write transactions committed so far; group commit keeps it below the writes."""
+        return self._writer.commits
+
+    # -- the Service interface --------------------------------------------------------------
+
+    async def handle(self, request: Request, now: int) -> Reply:
+        if request.kind in READ_ONLY:
+            return await self._read(lambda store: handle(store, request, now))
+        return await self._write(lambda store: handle(store, request, now))
+
+    async def fire_due(self, now: int) -> int:
+        """Fire due timeouts in firing order until none is due at ``now``.
+
+        A transition that raises is rolled back alone; the ones fired before it commit and
+        the error is raised after that commit.
+        """
+        total = 0
+        while True:
+            fired, error = await self._write(lambda store: _fire_some(store, now, FIRE_BATCH))
+            total += fired
+            if error is not None:
+                raise error
+            if fired < FIRE_BATCH:
+                return total
+
+    async def next_deadline(self) -> int | None:
+        timeout = await self._read(lambda store: store.next_timeout())
+        return None if timeout is None else timeout.at
+
+    async def outbox(self, limit: int) -> list[Delivery]:
+        return await self._read(lambda store: outbox.undelivered(store.conn, limit))
+
+    async def ack(self, deliveries: list[Delivery]) -> None:
+        seqs = [delivery.seq for delivery in deliveries]
+        if seqs:
+            await self._write(lambda store: outbox.acknowledge(store.conn, seqs))
+
+    def outbox_changed(self) -> asyncio.Event:
+        """Set after each commit that enqueued a message; the delivery loop clears it
+        before reading the outbox, so no commit goes unnoticed."""
+        return self._changed
+
+    async def snapshot(self) -> Snapshot:
+        return await self._read(lambda store: snapshot(store.conn))
+
+    async def reset(self) -> None:
+        await self._write(lambda store: schema.clear(store.conn))
+
+    async def ping(self) -> bool:
+        try:
+            await self._read(lambda store: store.conn.execute("SELECT 1").fetchone())
+        except sqlite3.Error:
+            return False
+        return True
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._writer.close)
+        self._readers.shutdown(wait=True)
+        with self._reader_lock:
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def _write(self, work: Callable[[SqliteStore], T]) -> T:
+        self._loop = asyncio.get_running_loop()
+        return await asyncio.wrap_future(self._writer.submit(work))
+
+    async def _read(self, work: Callable[[SqliteStore], T]) -> T:
+        self._loop = asyncio.get_running_loop()
+        return await self._loop.run_in_executor(self._readers, self._read_now, work)
+
+    def _read_now(self, work: Callable[[SqliteStore], T]) -> T:
+        """Run ``work`` in one read transaction, so it sees a single committed state."""
+        conn = self._reader()
+        conn.execute("BEGIN")
+        try:
+            return work(SqliteStore(conn, self.retry_timeout))
+        finally:
+            conn.execute("ROLLBACK")
+
+    def _reader(self) -> sqlite3.Connection:
+        conn = getattr(self._reader_local, "conn", None)
+        if conn is None:
+            conn = schema.connect(self.path, synchronous=self._synchronous, read_only=True)
+            self._reader_local.conn = conn
+            with self._reader_lock:
+                self._reader_conns.append(conn)
+        return conn
+
+    def _committed(self, enqueued: bool) -> None:
+        """Called by the writer thread after each commit."""
+        loop = self._loop
+        if enqueued and loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody listens
+                loop.call_soon_threadsafe(self._changed.set)
+
+
+def _fire_some(store: SqliteStore, now: int, limit: int) -> tuple[int, Exception | None]:
+    """Fire up to ``limit`` due timeouts, earliest first, each in its own savepoint."""
+    fired = 0
+    while fired < limit:
+        timeout = store.next_timeout()
+        if timeout is None or timeout.at > now:
+            break
+        store.conn.execute("SAVEPOINT fire")
+        try:
+            fire(store, timeout, now)
+        except Exception as error:
+            store.conn.execute("ROLLBACK TO fire")
+            store.conn.execute("RELEASE fire")
+            return fired, error
+        store.conn.execute("RELEASE fire")
+        fired += 1
+    return fired, None
