@@ -1,0 +1,49 @@
+"""troth.sdk: durable async functions.
+
+``Troth`` is the app (registry, client, worker); ``Context`` is what a durable function
+uses for durable calls. See ``troth.sdk.app`` and ``troth.sdk.context``.
+"""
+
+from troth.sdk.app import Troth
+from troth.sdk.client import DurablePromise, Handle
+from troth.sdk.clock import VirtualClock, WallClock
+from troth.sdk.codec import Codec, JsonSerializer
+from troth.sdk.context import Context, DurableFuture
+from troth.sdk.errors import (
+    CanceledError,
+    FunctionNotFoundError,
+    NonDeterminismError,
+    RemoteError,
+    ServerError,
+    TimedOutError,
+    TrothError,
+)
+from troth.sdk.options import Options
+from troth.sdk.retry import Constant, Exponential, Linear, Never, RetryPolicy
+from troth.sdk.runner import worker_main
+
+__all__ = [
+    "CanceledError",
+    "Codec",
+    "Constant",
+    "Context",
+    "DurableFuture",
+    "DurablePromise",
+    "Exponential",
+    "FunctionNotFoundError",
+    "Handle",
+    "JsonSerializer",
+    "Linear",
+    "Never",
+    "NonDeterminismError",
+    "Options",
+    "RemoteError",
+    "RetryPolicy",
+    "ServerError",
+    "TimedOutError",
+    "Troth",
+    "TrothError",
+    "VirtualClock",
+    "WallClock",
+    "worker_main",
+]

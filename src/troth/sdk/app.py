@@ -1,0 +1,261 @@
+"""``Troth``: the application object — registry, client, and worker in one.
+
+With no ``url`` it is embedded: the engine runs in this process on a SQLite file (default
+``./troth.db``), so a single process needs no server and keeps durability. With a ``url``
+it is a client and worker of that server, receiving work for its ``group``. Both modes
+run the same worker loop over the same ``Network`` seam.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TypeVar, overload
+
+from troth.protocol.envelope import VERSION
+from troth.protocol.records import BRANCH, ORIGIN, PARENT, TARGET, PromiseState, TaskState, Value
+from troth.protocol.requests import CreateAction, PromiseCreateRequest, TaskCreateRequest
+from troth.protocol.responses import PromiseResponse, TaskClaimResponse
+from troth.sdk.client import Handle, Promises, Schedules, Waiter
+from troth.sdk.clock import Clock, WallClock
+from troth.sdk.codec import Codec, Encryptor, parameter_hints
+from troth.sdk.context import SCOPE
+from troth.sdk.errors import FunctionNotFoundError, ServerError
+from troth.sdk.execution import Runtime, SettledCache
+from troth.sdk.network import Network, anycast, corr_id, new_pid, target_address
+from troth.sdk.options import Options, deadline, split_options
+from troth.sdk.registry import Registered, Registry, function_name
+from troth.sdk.retry import RetryPolicy
+from troth.sdk.worker import Worker
+
+log = logging.getLogger("troth.sdk")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_DB = "troth.db"
+
+
+class Troth:
+    def __init__(
+        self,
+        url: str | None = None,
+        group: str = "default",
+        db: str | None = None,
+        *,
+        pid: str | None = None,
+        ttl: timedelta = timedelta(seconds=30),
+        concurrency: int = 64,
+        codec: Codec | None = None,
+        encryptor: Encryptor | None = None,
+        token: str | None = None,
+        clock: Clock | None = None,
+        retry_timeout: timedelta = timedelta(seconds=5),
+    ) -> None:
+        self.url = url
+        self.group = group
+        self.db = db
+        self.pid = pid or new_pid()
+        self.ttl_ms = round(ttl.total_seconds() * 1000)
+        self.concurrency = concurrency
+        self.token = token
+        self.retry_timeout_ms = round(retry_timeout.total_seconds() * 1000)
+        self.clock: Clock = clock or WallClock()
+        self.codec = codec or Codec(encryptor=encryptor)
+        self.registry = Registry()
+        self.waiter = Waiter(self)
+        self.promises = Promises(self)
+        self.schedules = Schedules(self)
+        self.started = False
+        self._runtime: Runtime | None = None
+        self._worker: Worker | None = None
+        self._service: Any = None
+
+    # -- registration -------------------------------------------------------------------------
+
+    @overload
+    def register(self, fn: F) -> F: ...
+
+    @overload
+    def register(
+        self,
+        fn: None = None,
+        *,
+        name: str | None = None,
+        version: int = 1,
+        retry: RetryPolicy | None = None,
+        timeout: timedelta | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def register(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        version: int = 1,
+        retry: RetryPolicy | None = None,
+        timeout: timedelta | None = None,
+    ) -> Any:
+        """Register ``fn`` under ``name`` (default: its qualified name) and ``version``."""
+
+        def add(f: F) -> F:
+            self.registry.add(f, name=name, version=version, retry=retry, timeout=timeout)
+            return f
+
+        return add(fn) if fn is not None else add  # type: ignore[arg-type]
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def runtime(self) -> Runtime:
+        if self._runtime is None:
+            self._runtime = Runtime(
+                self._make_network(), self.codec, self.registry, self.clock, SettledCache()
+            )
+        return self._runtime
+
+    def _make_network(self) -> Network:
+        if self.url is not None:
+            from troth.sdk.http import HttpNetwork
+
+            return HttpNetwork(self.url, self.group, self.pid, self.clock, token=self.token)
+        from troth.sdk.local import LocalNetwork
+        from troth.storage.sqlite import SqliteService
+
+        self._service = SqliteService(self.db or DEFAULT_DB, retry_timeout=self.retry_timeout_ms)
+        return LocalNetwork(self._service, self.clock, self.group, self.pid)
+
+    async def start(self) -> None:
+        """Start receiving and running work (and, embedded, the engine's background loops)."""
+        if self.started:
+            return
+        runtime = self.runtime
+        self._worker = Worker(runtime, self.ttl_ms, self.concurrency, self.waiter.notify)
+        self._worker.start()
+        self.started = True
+        await runtime.network.start(self._worker.on_message, self.waiter.relisten)
+
+    async def stop(self) -> None:
+        """Stop working; tasks still held are released so that they resume elsewhere."""
+        if self._worker is not None:
+            await self._worker.stop()
+            self._worker = None
+        if self._runtime is not None:
+            await self._runtime.network.stop()
+        if self._service is not None:
+            await self._service.close()
+            self._service = None
+        self._runtime = None
+        self.started = False
+
+    async def __aenter__(self) -> Troth:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def worker(self) -> Worker:
+        if self._worker is None:
+            raise RuntimeError(
+                "the app is not started: use `async with app:` or `await app.start()`"
+            )
+        return self._worker
+
+    # -- starting executions ------------------------------------------------------------------
+
+    def run(self, id: str, fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> Handle:
+        """Start ``fn(*args, **kwargs)`` as execution ``id`` here, or join it if it exists.
+
+        The execution starts in this process (``task.create`` hands it over already held);
+        if it later suspends, any worker of this app's group may resume it.
+        """
+        opts, kwargs = split_options(kwargs)
+        entry = self._entry(fn, opts.version)
+        worker = self.worker
+        started = asyncio.ensure_future(self._create_run(worker, id, entry, args, kwargs, opts))
+        return Handle(self, id, entry.hints[1], started)
+
+    def rpc(self, id: str, fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> Handle:
+        """Start ``fn`` as execution ``id`` on any worker of ``target`` (default: this group)."""
+        opts, kwargs = split_options(kwargs)
+        param, tags = self.invocation(fn, args, kwargs, target=opts.target, version=opts.version)
+        tags.update({ORIGIN: id, BRANCH: id, PARENT: id, **opts.tags})
+        at = deadline(self.clock.now(), opts.timeout)
+        started = asyncio.ensure_future(self._create(PromiseCreateRequest(id, at, param, tags)))
+        hint = None if isinstance(fn, str) else parameter_hints(fn)[1]
+        return Handle(self, id, hint, started)
+
+    def get(self, id: str, hint: Any = None) -> Handle:
+        """A handle on an existing execution or promise."""
+        return Handle(self, id, hint)
+
+    def invocation(
+        self,
+        fn: Callable[..., Any] | str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        target: str | None = None,
+        version: int | None = None,
+    ) -> tuple[Value, dict[str, str]]:
+        """The ``{func, args}`` param and the routing tags of a remote invocation."""
+        entry = self.registry.of(fn) if not isinstance(fn, str) else None
+        name = fn if isinstance(fn, str) else (entry.name if entry else function_name(fn))
+        data: dict[str, Any] = {"func": name, "args": list(args)}
+        if kwargs:
+            data["kwargs"] = kwargs
+        version = version or (entry.version if entry else None)
+        if version is not None:
+            data["version"] = version
+        address = target_address(target) if target else anycast(self.group)
+        return self.codec.encode(data), {SCOPE: "global", TARGET: address}
+
+    def _entry(self, fn: Callable[..., Any] | str, version: int | None) -> Registered:
+        if isinstance(fn, str):
+            entry = self.registry.get(fn, version)
+            if entry is None:
+                raise FunctionNotFoundError(fn, version)
+            return entry
+        entry = self.registry.of(fn)
+        if entry is None:
+            raise FunctionNotFoundError(
+                f"{function_name(fn)} (register it with @app.register so that any process "
+                "can resume it)"
+            )
+        return entry
+
+    async def _create_run(
+        self,
+        worker: Worker,
+        id: str,
+        entry: Registered,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        opts: Options,
+    ) -> None:
+        data: dict[str, Any] = {"func": entry.name, "args": list(args), "version": entry.version}
+        if kwargs:
+            data["kwargs"] = kwargs
+        target = target_address(opts.target) if opts.target else anycast(self.group, self.pid)
+        tags = {ORIGIN: id, BRANCH: id, PARENT: id, SCOPE: "global", TARGET: target, **opts.tags}
+        at = deadline(self.clock.now(), opts.timeout or entry.timeout)
+        create = PromiseCreateRequest(id, at, self.codec.encode(data), tags)
+        action = CreateAction("promise.create", {"corrId": corr_id(), "version": VERSION}, create)
+        request = TaskCreateRequest(self.pid, self.ttl_ms, action)
+        status, body = await self.runtime.network.send("task.create", request)
+        if status in (409, 422):
+            return  # it exists and someone else holds it, or it is a plain promise: join
+        if status != 200 or not isinstance(body, TaskClaimResponse):
+            raise ServerError("task.create", status, str(body))
+        if body.task is not None and body.task.state == TaskState.ACQUIRED:
+            worker.spawn(worker.drive(body.task, body.promise, body.preload))
+        elif body.promise.state != PromiseState.PENDING:
+            self.runtime.settled.add(body.promise)
+
+    async def _create(self, request: PromiseCreateRequest) -> None:
+        status, body = await self.runtime.network.send("promise.create", request)
+        if status != 200 or not isinstance(body, PromiseResponse):
+            raise ServerError("promise.create", status, str(body))
+        self.runtime.settled.add(body.promise)

@@ -1,0 +1,107 @@
+"""What can go wrong in a durable execution, as exception types a user can catch.
+
+Two families. *Outcomes* are ordinary ``Exception`` subclasses a workflow may catch and
+handle: a child that timed out, was canceled, or failed in another process. *Control
+signals* derive from ``BaseException`` on purpose, like ``asyncio.CancelledError``: they
+must unwind the durable function even through a broad ``except Exception`` so that the SDK,
+not the user's code, decides what happens to the task.
+"""
+
+from __future__ import annotations
+
+
+class TrothError(Exception):
+    """Base of the SDK's ordinary, catchable errors."""
+
+
+class TimedOutError(TrothError):
+    """The awaited promise reached its deadline before anyone settled it."""
+
+    def __init__(self, promise_id: str) -> None:
+        super().__init__(f"promise {promise_id!r} timed out")
+        self.promise_id = promise_id
+
+
+class CanceledError(TrothError):
+    """The awaited promise was canceled (settled ``rejected_canceled``)."""
+
+    def __init__(self, promise_id: str) -> None:
+        super().__init__(f"promise {promise_id!r} was canceled")
+        self.promise_id = promise_id
+
+
+class RemoteError(TrothError):
+    """A failure recorded by another execution whose exception type cannot be rebuilt here.
+
+    Carries what the failing side recorded: the exception's type name, its message, and
+    its traceback text.
+    """
+
+    def __init__(self, type_name: str, message: str, traceback: str | None = None) -> None:
+        super().__init__(f"{type_name}: {message}" if type_name else message)
+        self.type_name = type_name
+        self.message = message
+        self.remote_traceback = traceback
+
+
+class FunctionNotFoundError(TrothError):
+    """A function name (and version) that this app has not registered."""
+
+    def __init__(self, name: str, version: int | None = None) -> None:
+        which = f"{name!r}" if version is None else f"{name!r} version {version}"
+        super().__init__(f"no function {which} is registered")
+        self.name = name
+        self.version = version
+
+
+class ServerError(TrothError):
+    """The server answered a request with an unexpected status."""
+
+    def __init__(self, kind: str, status: int, message: str) -> None:
+        super().__init__(f"{kind} answered {status}: {message}")
+        self.kind = kind
+        self.status = status
+        self.message = message
+
+
+class NetworkError(TrothError):
+    """The server could not be reached (an infrastructure failure, not an answer)."""
+
+
+# -- control signals ------------------------------------------------------------------------
+
+
+class ExecutionSignal(BaseException):
+    """Unwinds a durable function; the worker loop, not user code, acts on it."""
+
+
+class Suspended(ExecutionSignal):
+    """The function awaits a promise that is still pending: suspend and wait for a resume."""
+
+
+class Aborted(ExecutionSignal):
+    """The execution cannot go on in this process (lease lost, server unreachable, ...)."""
+
+
+class LeaseLost(Aborted):
+    """A task operation answered 404/409: another process holds the task now. Benign."""
+
+
+class NonDeterminismError(ExecutionSignal):
+    """A replay met a recorded step that names a different function than the code now calls.
+
+    The execution is not advanced: its task is halted so that an operator sees it, fixes the
+    code (or deploys the old version) and resumes it with ``task.continue``.
+    """
+
+    def __init__(self, execution_id: str, step: int, child_id: str, expected: str, found: str):
+        super().__init__(
+            f"non-determinism in execution {execution_id!r} at step {step} ({child_id!r}): "
+            f"the code now calls {expected!r} but the recorded step ran {found!r}; "
+            f"the task is halted until the code matches its history (then task.continue)"
+        )
+        self.execution_id = execution_id
+        self.step = step
+        self.child_id = child_id
+        self.expected = expected
+        self.found = found

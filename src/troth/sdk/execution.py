@@ -1,0 +1,273 @@
+"""One run of a durable function over the task that holds it, from the top until it blocks.
+
+Replay is re-execution: the function runs again from its first line after every resume,
+and each durable call finds its own past by its id (``<parent id>.<n>``, the n-th call
+the parent made). A call whose promise is settled answers from the record at once (from
+the preload the server sent, from this worker's cache of settled promises, or from the one
+``promise.create`` that would have created it); a local step whose promise is pending
+runs; a remote call whose promise is pending raises ``Suspended`` into the function, which
+unwinds it. When the function has unwound, every durable operation still in flight is
+allowed to finish (so concurrent local steps record their results), and the run reports
+the promises it blocked on; the worker suspends the task on all of them in one request.
+
+Every child create and settle is a ``task.fence`` at the task's version, so a worker that
+lost its lease cannot write: the fence answers 409 and the run stops driving the task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections import OrderedDict
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from troth.protocol.envelope import VERSION
+from troth.protocol.records import PromiseRecord, PromiseState, SettleState, Value
+from troth.protocol.requests import (
+    FenceAction,
+    PromiseCreateRequest,
+    PromiseSettleRequest,
+    TaskFenceRequest,
+)
+from troth.sdk.clock import Clock
+from troth.sdk.codec import Codec
+from troth.sdk.errors import (
+    Aborted,
+    ExecutionSignal,
+    LeaseLost,
+    NetworkError,
+    NonDeterminismError,
+    ServerError,
+    Suspended,
+)
+from troth.sdk.network import FenceReply, Network, corr_id
+from troth.sdk.registry import Registry
+
+log = logging.getLogger("troth.sdk")
+
+STEP_TAG = "troth:step"
+"""The tag that records what a child promise was created for (``run:<function>``,
+``rpc:<function>``, ``sleep``, ``promise``, ``detached:<function>``): the history the
+determinism check compares a replay against."""
+
+
+class SettledCache:
+    """Settled promises this worker has seen, by id; a settled promise never changes, so a
+    hit is always true, and a resumed execution replays without re-reading its history."""
+
+    def __init__(self, capacity: int = 50_000) -> None:
+        self._records: OrderedDict[str, PromiseRecord] = OrderedDict()
+        self._capacity = capacity
+
+    def get(self, id: str) -> PromiseRecord | None:
+        record = self._records.get(id)
+        if record is not None:
+            self._records.move_to_end(id)
+        return record
+
+    def add(self, record: PromiseRecord) -> None:
+        if record.state == PromiseState.PENDING:
+            return
+        self._records[record.id] = record
+        self._records.move_to_end(record.id)
+        if len(self._records) > self._capacity:
+            self._records.popitem(last=False)
+
+
+@dataclass
+class Runtime:
+    """What every execution of one app shares."""
+
+    network: Network
+    codec: Codec
+    registry: Registry
+    clock: Clock
+    settled: SettledCache
+    active_steps: int = 0  # plain functions running now (virtual time waits for them)
+
+
+class TaskRef(NamedTuple):
+    id: str
+    version: int
+
+
+class Done(NamedTuple):
+    value: Any
+
+
+class Failed(NamedTuple):
+    error: BaseException
+
+
+class Suspend(NamedTuple):
+    awaited: list[str]
+
+
+class Abort(NamedTuple):
+    signal: ExecutionSignal
+
+
+Outcome = Done | Failed | Suspend | Abort
+
+# Set inside the task that runs a local step, so that a step may keep issuing durable
+# calls while its execution drains (see ``Execution.spawn``).
+_in_step: contextvars.ContextVar[bool] = contextvars.ContextVar("troth_in_step", default=False)
+
+
+class Execution:
+    def __init__(
+        self, runtime: Runtime, task: TaskRef, root: PromiseRecord, preload: list[PromiseRecord]
+    ) -> None:
+        self.runtime = runtime
+        self.task = task
+        self.root = root
+        self.awaited: set[str] = set()
+        self.inflight: set[asyncio.Task[Any]] = set()
+        self.draining = False
+        self.signal: ExecutionSignal | None = None
+        self.learn(preload)
+
+    # -- the history ------------------------------------------------------------------------
+
+    def learn(self, records: list[PromiseRecord]) -> None:
+        for record in records:
+            self.runtime.settled.add(record)
+
+    def recorded(self, id: str) -> PromiseRecord | None:
+        return self.runtime.settled.get(id)
+
+    def check(self, record: PromiseRecord, step: int, expected: str) -> None:
+        """Refuse to replay a step whose recorded function is not the one called now."""
+        found = record.tags.get(STEP_TAG)
+        if found is None or found == expected:
+            return
+        error = NonDeterminismError(self.root.id, step, record.id, expected, found)
+        self.stop(error)
+        raise error
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def stop(self, signal: ExecutionSignal) -> None:
+        """Record why this run cannot go on; every later durable call raises at once."""
+        if self.signal is None:
+            self.signal = signal
+
+    def block_on(self, id: str) -> None:
+        self.awaited.add(id)
+
+    def refuse(self) -> ExecutionSignal | None:
+        """The signal a new durable call must raise instead of starting, if any."""
+        if self.signal is not None:
+            return self.signal
+        if self.draining and not _in_step.get():
+            return Suspended()
+        return None
+
+    def spawn(self, work: Coroutine[Any, Any, Any], step: bool = False) -> asyncio.Task[Any]:
+        """Start a durable operation now, tracked so that the run waits for it to finish."""
+        if step:
+            context = contextvars.copy_context()
+            context.run(_in_step.set, True)
+            task = asyncio.get_running_loop().create_task(work, context=context)
+        else:
+            task = asyncio.ensure_future(work)
+        self.inflight.add(task)
+        task.add_done_callback(self._finished)
+        return task
+
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self.inflight.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved here: an unawaited failure is reported by its awaiter
+
+    async def drain(self) -> None:
+        self.draining = True
+        while self.inflight:
+            await asyncio.wait(list(self.inflight))
+
+    # -- fenced writes ----------------------------------------------------------------------
+
+    async def fence(self, action: FenceAction) -> PromiseRecord:
+        """Run ``action`` only while this run still holds the task at its version."""
+        request = TaskFenceRequest(self.task.id, self.task.version, action)
+        try:
+            status, body = await self.runtime.network.send("task.fence", request)
+        except NetworkError as e:
+            signal = Aborted(f"server unreachable: {e}")
+            self.stop(signal)
+            raise signal from e
+        if status in (404, 409):
+            signal = LeaseLost(
+                f"task {self.task.id!r} is no longer held at version {self.task.version}"
+            )
+            self.stop(signal)
+            raise signal
+        if status >= 500 or (status == 200 and not isinstance(body, FenceReply)):
+            signal = Aborted(str(ServerError("task.fence", status, str(body))))
+            self.stop(signal)
+            raise signal
+        if status != 200:
+            # The server refused this call (a 400 names the mistake): the call fails, as
+            # it would on every replay; the function may handle it like any error.
+            raise ServerError(f"task.fence {action.kind}", status, str(body))
+        if body.promise is None:
+            raise ServerError(action.kind, body.status, "refused inside task.fence")
+        self.learn(body.preload)
+        self.runtime.settled.add(body.promise)
+        return body.promise
+
+    async def create(self, request: PromiseCreateRequest) -> PromiseRecord:
+        head = {"corrId": corr_id(), "version": VERSION}
+        return await self.fence(FenceAction("promise.create", request, head))
+
+    async def settle(self, id: str, state: SettleState, value: Value) -> PromiseRecord:
+        head = {"corrId": corr_id(), "version": VERSION}
+        request = PromiseSettleRequest(id, state, value)
+        return await self.fence(FenceAction("promise.settle", request, head))
+
+    # -- running ----------------------------------------------------------------------------
+
+    async def run(self, main: Coroutine[Any, Any, Any]) -> Outcome:
+        """Drive ``main`` (the function called with its root context) until it blocks or ends."""
+        outcome: Outcome
+        try:
+            outcome = Done(await main)
+        except asyncio.CancelledError:
+            for task in list(self.inflight):  # the worker is stopping: stop the steps too
+                task.cancel()
+            raise
+        except ExecutionSignal as signal:
+            outcome = Abort(signal)
+        except BaseExceptionGroup as group:
+            outcome = _classify_group(group)
+        except Exception as error:
+            outcome = Failed(error)
+        await self.drain()
+        if self.signal is not None:
+            return Abort(self.signal)
+        if isinstance(outcome, Abort) and isinstance(outcome.signal, Suspended):
+            if not self.awaited:
+                return Abort(Aborted("the function suspended without awaiting a promise"))
+            return Suspend(sorted(self.awaited))
+        return outcome
+
+
+def _classify_group(group: BaseExceptionGroup) -> Outcome:
+    """A task group that unwound: suspended if any branch suspended, else failed."""
+    signals, errors = group.split(ExecutionSignal)
+    if signals is not None:
+        for leaf in _leaves(signals):
+            if not isinstance(leaf, Suspended):
+                return Abort(leaf)  # type: ignore[arg-type]
+        return Abort(Suspended())
+    return Failed(errors if errors is not None else group)
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    out: list[BaseException] = []
+    for e in group.exceptions:
+        out.extend(_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])
+    return out

@@ -1,0 +1,145 @@
+"""Remote mode: envelopes over ``POST /`` and messages over ``GET /poll/{group}/{pid}`` (SSE).
+
+The SSE stream is the only way work reaches this process, so losing it silently would
+stop the worker: the listener reconnects whenever the stream fails or ends, backing off
+exponentially (0.1 s doubling to 30 s) and resetting the backoff once connected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from troth.protocol.envelope import encode_request
+from troth.protocol.requests import Data
+from troth.protocol.responses import Reply
+from troth.sdk.clock import Clock
+from troth.sdk.errors import NetworkError
+from troth.sdk.network import (
+    OnConnect,
+    OnMessage,
+    corr_id,
+    decode_body,
+    decode_message,
+    error_message,
+)
+
+log = logging.getLogger("troth.sdk")
+
+MIN_BACKOFF = 0.1
+MAX_BACKOFF = 30.0
+
+
+class _Head(msgspec.Struct, rename="camel"):
+    corr_id: str
+    status: int
+
+
+class _Envelope(msgspec.Struct):
+    kind: str
+    head: _Head
+    data: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class HttpNetwork:
+    def __init__(
+        self,
+        url: str,
+        group: str,
+        pid: str,
+        clock: Clock,
+        token: str | None = None,
+        timeout: float = 10.0,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.group = group
+        self.pid = pid
+        self.clock = clock
+        self.token = token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(timeout),
+            limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
+        )
+        self._listener: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()
+
+    async def send(self, kind: str, data: Data) -> Reply:
+        cid = corr_id()
+        body = encode_request(kind, data, cid, auth=self.token)
+        try:
+            response = await self._client.post(
+                f"{self.url}/", content=body, headers={"Content-Type": "application/json"}
+            )
+        except httpx.HTTPError as e:
+            raise NetworkError(f"{kind}: {type(e).__name__}: {e}") from e
+        try:
+            envelope = msgspec.json.decode(response.content, type=_Envelope)
+        except msgspec.DecodeError as e:
+            raise NetworkError(
+                f"{kind}: HTTP {response.status_code} without an envelope: {response.text[:200]}"
+            ) from e
+        if envelope.head.corr_id != cid or envelope.kind != kind:
+            raise NetworkError(f"{kind}: the response does not echo the request's kind and corrId")
+        status = envelope.head.status
+        if status in (200, 300):
+            return Reply(status, decode_body(kind, status, envelope.data))
+        message = msgspec.json.decode(envelope.data)
+        return Reply(status, error_message(kind, status, message))
+
+    async def start(self, on_message: OnMessage, on_connect: OnConnect) -> None:
+        self._listener = asyncio.create_task(
+            self._listen(on_message, on_connect), name="troth-sse-listener"
+        )
+
+    async def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+            self._listener = None
+        await self._client.aclose()
+
+    async def _listen(self, on_message: OnMessage, on_connect: OnConnect) -> None:
+        path = f"{self.url}/poll/{quote(self.group, safe='')}/{quote(self.pid, safe='')}"
+        backoff = MIN_BACKOFF
+        while True:
+            try:
+                async with self._client.stream(
+                    "GET",
+                    path,
+                    headers={"Accept": "text/event-stream"},
+                    timeout=httpx.Timeout(10.0, read=None),
+                ) as response:
+                    if response.status_code != 200:
+                        raise NetworkError(f"poll answered HTTP {response.status_code}")
+                    backoff = MIN_BACKOFF
+                    self.connected.set()
+                    await on_connect()
+                    async for line in response.aiter_lines():
+                        if line.startswith("data:"):
+                            self._dispatch(line[5:].strip(), on_message)
+                log.info("poll stream ended; reconnecting")
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.warning("poll stream failed (%s); reconnecting in %.1f s", e, backoff)
+            self.connected.clear()
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF)
+
+    @staticmethod
+    def _dispatch(payload: str, on_message: OnMessage) -> None:
+        try:
+            message = decode_message(payload)
+        except msgspec.DecodeError as e:
+            log.warning("dropped an undecodable message (%s): %.200s", e, payload)
+            return
+        if message is not None:
+            on_message(message)

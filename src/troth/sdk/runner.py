@@ -1,0 +1,56 @@
+"""``troth worker module:app``: run an app's worker loop as a process of its own.
+
+The app object is imported (``module:attribute``, as uvicorn does), started, and kept
+running until SIGINT or SIGTERM; stopping releases the tasks it holds so that another
+worker resumes them at once instead of after their leases lapse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import signal
+import sys
+
+from troth.sdk.app import Troth
+
+
+def load_app(spec: str) -> Troth:
+    module_name, _, attribute = spec.partition(":")
+    if not module_name:
+        raise ValueError(f"expected module:app, got {spec!r}")
+    module = importlib.import_module(module_name)
+    app = getattr(module, attribute or "app", None)
+    if not isinstance(app, Troth):
+        raise ValueError(f"{spec!r} is not a troth app (found {type(app).__name__})")
+    return app
+
+
+async def serve(app: Troth) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with app:
+        logging.getLogger("troth.sdk").info(
+            "worker %s serving %s for group %r",
+            app.pid,
+            ", ".join(app.registry.names()) or "no functions",
+            app.group,
+        )
+        await stop.wait()
+
+
+def worker_main(spec: str) -> int:
+    """Entry point for the CLI's ``worker`` command; returns the process exit code."""
+    if "" not in sys.path:
+        sys.path.insert(0, "")  # import the user's module from the working directory
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        app = load_app(spec)
+    except (ImportError, ValueError) as e:
+        print(f"troth worker: {e}", file=sys.stderr)
+        return 2
+    asyncio.run(serve(app))
+    return 0

@@ -1,0 +1,387 @@
+"""The worker loop: execute messages in, tasks driven to a suspend, a fulfill or a release.
+
+For each ``execute`` message the worker acquires the task at the message's version, runs
+the function (``Execution``) and then:
+
+- it returned or raised for good: ``task.fulfill`` settles the promise and the task at once;
+- it awaits pending promises: one ``task.suspend`` registers all of them; a 300 (one of
+  them settled meanwhile) continues at once in this loop, with the preload it carries;
+- the server was unreachable or answered unexpectedly: ``task.release``, so another
+  attempt (here or elsewhere) picks it up;
+- a 404/409 on any task operation: another process holds the task now (the lease lapsed,
+  or the message was stale). That is the protocol working, logged at debug level;
+- a replay diverged from its history: ``task.halt``, logged as an error for an operator.
+
+One heartbeat request every TTL/2 extends the lease of every task held, and at most
+``concurrency`` tasks run at once (further messages wait for a slot before acquiring).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from troth.protocol.envelope import VERSION
+from troth.protocol.records import (
+    BRANCH,
+    ORIGIN,
+    PromiseRecord,
+    SettleState,
+    TaskRecord,
+    Value,
+    is_timer,
+    origin,
+)
+from troth.protocol.requests import (
+    CallbackAction,
+    PromiseRegisterCallbackRequest,
+    PromiseSettleRequest,
+    SettleAction,
+    TaskAcquireRequest,
+    TaskFulfillRequest,
+    TaskHaltRequest,
+    TaskHeartbeatRequest,
+    TaskRef,
+    TaskReleaseRequest,
+    TaskSuspendRequest,
+)
+from troth.protocol.responses import PromiseResponse, TaskClaimResponse
+from troth.sdk.codec import convert
+from troth.sdk.context import Context, encode_outcome, invoke
+from troth.sdk.errors import (
+    FunctionNotFoundError,
+    LeaseLost,
+    NetworkError,
+    NonDeterminismError,
+)
+from troth.sdk.execution import (
+    Abort,
+    Done,
+    Execution,
+    Failed,
+    Runtime,
+    Suspend,
+)
+from troth.sdk.execution import TaskRef as HeldTask
+from troth.sdk.network import Execute, Incoming, Unblock, corr_id
+from troth.sdk.registry import Registered
+from troth.sdk.retry import Exponential, Never, next_retry
+
+log = logging.getLogger("troth.sdk")
+
+MAX_SETBACK_BACKOFF = 60.0
+
+
+def _head() -> dict[str, str]:
+    return {"corrId": corr_id(), "version": VERSION}
+
+
+class Worker:
+    def __init__(
+        self,
+        runtime: Runtime,
+        ttl_ms: int,
+        concurrency: int,
+        on_settled: Callable[[PromiseRecord], None],
+    ) -> None:
+        self.runtime = runtime
+        self.ttl_ms = ttl_ms
+        self._slots = asyncio.Semaphore(concurrency)
+        self._on_settled = on_settled
+        self.held: dict[str, int] = {}  # task id -> version, for the heartbeat
+        self._held_changed = asyncio.Event()
+        self._jobs: set[asyncio.Task[None]] = set()
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._per_origin_heartbeat = False
+        # Tasks this worker released without progress (function or version not registered,
+        # server trouble), by id, with how often: a later message for one waits before
+        # acquiring, so a release (which re-dispatches at once) cannot become a hot loop.
+        self._setbacks: dict[str, int] = {}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._heartbeat = asyncio.create_task(self._beat(), name="troth-heartbeat")
+
+    async def stop(self) -> None:
+        """Stop driving; hand every held task back so another worker resumes it at once."""
+        jobs = [*self._jobs, *([self._heartbeat] if self._heartbeat else [])]
+        for job in jobs:
+            job.cancel()
+        for job in jobs:
+            with contextlib.suppress(asyncio.CancelledError):
+                await job
+        for task_id, version in list(self.held.items()):
+            with contextlib.suppress(Exception):
+                await self._send("task.release", TaskReleaseRequest(task_id, version))
+        self.held.clear()
+
+    def spawn(self, work: Any) -> asyncio.Task[None]:
+        job = asyncio.ensure_future(work)
+        self._jobs.add(job)
+        job.add_done_callback(self._jobs.discard)
+        return job
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def on_message(self, message: Incoming) -> None:
+        if isinstance(message, Execute):
+            self.spawn(self._execute(message))
+        elif isinstance(message, Unblock):
+            self.runtime.settled.add(message.promise)
+            self._on_settled(message.promise)
+
+    async def _execute(self, message: Execute) -> None:
+        setbacks = self._setbacks.get(message.task_id)
+        if setbacks:
+            await self.runtime.clock.sleep(min(0.5 * 2**setbacks, MAX_SETBACK_BACKOFF))
+        async with self._slots:
+            acquire = TaskAcquireRequest(
+                message.task_id, message.version, self.runtime.network.pid, self.ttl_ms
+            )
+            try:
+                status, body = await self.runtime.network.send("task.acquire", acquire)
+            except NetworkError as e:
+                log.warning("could not acquire task %s: %s", message.task_id, e)
+                return
+            if status in (404, 409):
+                log.debug("task %s v%d was taken or is gone", message.task_id, message.version)
+                return
+            if status != 200 or not isinstance(body, TaskClaimResponse) or body.task is None:
+                log.warning("task.acquire %s answered %s: %s", message.task_id, status, body)
+                return
+            await self._drive(body.task, body.promise, body.preload)
+
+    async def drive(self, task: TaskRecord, root: PromiseRecord, preload: list[PromiseRecord]):
+        """Drive a task this process already holds (from ``task.create``)."""
+        async with self._slots:
+            await self._drive(task, root, preload)
+
+    # -- driving one task ---------------------------------------------------------------------
+
+    async def _drive(
+        self, task: TaskRecord, root: PromiseRecord, preload: list[PromiseRecord]
+    ) -> None:
+        held = HeldTask(task.id, task.version)
+        self.held[held.id] = held.version
+        self._held_changed.set()
+        try:
+            await self._run(held, root, preload)
+        except NetworkError as e:
+            log.warning("task %s: server unreachable (%s); releasing", held.id, e)
+            await self._release(held)
+        finally:
+            if self.held.get(held.id) == held.version:
+                del self.held[held.id]
+
+    async def _run(self, task: HeldTask, root: PromiseRecord, preload: list[PromiseRecord]):
+        if is_timer(root.tags):
+            # A sleep created by an SDK that targets its timers: nothing to run; its deadline
+            # settles it. Let the lease lapse rather than release (a release re-dispatches).
+            log.debug("task %s is a timer; leaving it to its deadline", task.id)
+            return
+        try:
+            entry, args, kwargs = self._resolve(root)
+        except FunctionNotFoundError as e:
+            log.error(
+                "task %s: %s in this worker (registered: %s); releasing it for a worker "
+                "that has it",
+                task.id,
+                e,
+                ", ".join(self.runtime.registry.names()) or "nothing",
+            )
+            await self._release(task)
+            return
+        except Exception as e:
+            log.error("task %s: cannot decode its invocation (%r); releasing", task.id, e)
+            await self._release(task)
+            return
+        policy = entry.retry or (Never() if entry.durable else Exponential())
+        attempt = 1
+        while True:
+            execution = Execution(self.runtime, task, root, preload)
+            ctx = None
+            if entry.durable:
+                ctx = Context(
+                    execution,
+                    root.id,
+                    root.tags.get(ORIGIN) or origin(root.id),
+                    root.tags.get(BRANCH) or root.id,
+                    root.timeout_at,
+                )
+                ctx.attempt = attempt
+            outcome = await execution.run(invoke(self.runtime, entry.fn, ctx, args, kwargs))
+            if isinstance(outcome, Done):
+                await self._fulfill(task, SettleState.RESOLVED, outcome.value)
+                return
+            if isinstance(outcome, Failed):
+                wait = next_retry(
+                    policy, attempt, outcome.error, (), self.runtime.clock.now(), root.timeout_at
+                )
+                if wait is None:
+                    await self._fulfill(task, SettleState.REJECTED, outcome.error)
+                    return
+                log.info(
+                    "task %s failed (attempt %d: %r); retrying in %.3g s",
+                    task.id,
+                    attempt,
+                    outcome.error,
+                    wait,
+                )
+                await self.runtime.clock.sleep(wait)
+                attempt += 1
+                preload = []
+                continue
+            if isinstance(outcome, Suspend):
+                resumed = await self._suspend(task, outcome.awaited)
+                if resumed is None:
+                    return
+                preload = resumed
+                continue
+            assert isinstance(outcome, Abort)
+            await self._abort(task, outcome.signal)
+            return
+
+    def _resolve(self, root: PromiseRecord) -> tuple[Registered, list[Any], dict[str, Any]]:
+        """The registered function a task's param names, and its decoded arguments."""
+        invocation = self.runtime.codec.decode(root.param)
+        if not isinstance(invocation, dict) or not isinstance(invocation.get("func"), str):
+            raise ValueError("the param is not {func, args}")
+        name = invocation["func"]
+        version = invocation.get("version")
+        entry = self.runtime.registry.get(name, version if isinstance(version, int) else None)
+        if entry is None:
+            raise FunctionNotFoundError(name, version if isinstance(version, int) else None)
+        raw_args = invocation.get("args") or []
+        raw_kwargs = invocation.get("kwargs") or {}
+        params, _ = entry.hints
+        if entry.durable:
+            params = params[1:]
+        return entry, _convert_args(params, raw_args), _convert_kwargs(params, raw_kwargs)
+
+    # -- the task operations ------------------------------------------------------------------
+
+    async def _send(self, kind: str, data: Any) -> tuple[int, Any]:
+        status, body = await self.runtime.network.send(kind, data)
+        return status, body
+
+    async def _fulfill(self, task: HeldTask, state: SettleState, outcome: Any) -> None:
+        value: Value = encode_outcome(self.runtime.codec, outcome)
+        settle = PromiseSettleRequest(task.id, state, value)
+        request = TaskFulfillRequest(
+            task.id, task.version, SettleAction("promise.settle", _head(), settle)
+        )
+        status, body = await self._send("task.fulfill", request)
+        if status == 200 and isinstance(body, PromiseResponse):
+            self._setbacks.pop(task.id, None)
+            self.runtime.settled.add(body.promise)
+            self._on_settled(body.promise)
+        elif status in (404, 409):
+            log.debug("task %s was no longer ours to fulfill", task.id)
+        else:
+            log.warning("task.fulfill %s answered %s: %s", task.id, status, body)
+
+    async def _suspend(self, task: HeldTask, awaited: list[str]) -> list[PromiseRecord] | None:
+        """Suspend on every awaited promise; the preload to continue with on a 300."""
+        actions = [
+            CallbackAction(
+                "promise.register_callback",
+                _head(),
+                PromiseRegisterCallbackRequest(awaited=a, awaiter=task.id),
+            )
+            for a in awaited
+        ]
+        status, body = await self._send(
+            "task.suspend", TaskSuspendRequest(task.id, task.version, actions)
+        )
+        if status == 200:
+            self._setbacks.pop(task.id, None)
+            return None
+        if status == 300:
+            return list(body.preload)
+        if status in (404, 409):
+            log.debug("task %s was no longer ours to suspend", task.id)
+            return None
+        log.warning("task.suspend %s answered %s: %s; releasing", task.id, status, body)
+        await self._release(task)
+        return None
+
+    async def _abort(self, task: HeldTask, signal: BaseException) -> None:
+        if isinstance(signal, NonDeterminismError):
+            log.error("%s", signal)
+            status, body = await self._send("task.halt", TaskHaltRequest(task.id))
+            if status != 200:
+                log.error("task.halt %s answered %s: %s", task.id, status, body)
+            return
+        if isinstance(signal, LeaseLost):
+            log.debug("task %s: %s; another process drives it now", task.id, signal)
+            return
+        log.warning("task %s: %s; releasing", task.id, signal)
+        await self._release(task)
+
+    async def _release(self, task: HeldTask) -> None:
+        self._setbacks[task.id] = self._setbacks.get(task.id, 0) + 1
+        if len(self._setbacks) > 10_000:  # forget the oldest
+            del self._setbacks[next(iter(self._setbacks))]
+        try:
+            status, _ = await self._send("task.release", TaskReleaseRequest(task.id, task.version))
+        except NetworkError as e:
+            log.warning("task.release %s failed (%s); its lease will lapse", task.id, e)
+            return
+        if status not in (200, 404, 409):
+            log.warning("task.release %s answered %s", task.id, status)
+
+    # -- heartbeat ----------------------------------------------------------------------------
+
+    async def _beat(self) -> None:
+        while True:
+            if not self.held:
+                self._held_changed.clear()
+                await self._held_changed.wait()
+            await self.runtime.clock.sleep(self.ttl_ms / 2000)
+            if self.held:
+                try:
+                    await self.heartbeat()
+                except Exception as e:
+                    log.warning("heartbeat failed: %s", e)
+
+    async def heartbeat(self) -> None:
+        """One ``task.heartbeat`` for every held task (per origin if the server insists)."""
+        tasks = [TaskRef(id, version) for id, version in self.held.items()]
+        pid = self.runtime.network.pid
+        if not self._per_origin_heartbeat:
+            status, _ = await self._send("task.heartbeat", TaskHeartbeatRequest(pid, tasks))
+            if status != 400:
+                return
+            # The reference server refuses a batch that spans origins.
+            self._per_origin_heartbeat = True
+        by_origin: dict[str, list[TaskRef]] = {}
+        for ref in tasks:
+            by_origin.setdefault(origin(ref.id), []).append(ref)
+        for refs in by_origin.values():
+            await self._send("task.heartbeat", TaskHeartbeatRequest(pid, refs))
+
+
+def _convert_args(params: list[tuple[str, Any, Any]], raw: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    positional = [
+        p
+        for p in params
+        if p[1] in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    rest = next((p for p in params if p[1] == inspect.Parameter.VAR_POSITIONAL), None)
+    for i, value in enumerate(raw):
+        if i < len(positional):
+            out.append(convert(value, positional[i][2]))
+        else:
+            out.append(convert(value, rest[2] if rest else None))
+    return out
+
+
+def _convert_kwargs(params: list[tuple[str, Any, Any]], raw: dict[str, Any]) -> dict[str, Any]:
+    hints = {name: hint for name, _, hint in params}
+    return {k: convert(v, hints.get(k)) for k, v in raw.items()}

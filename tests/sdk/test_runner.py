@@ -1,0 +1,65 @@
+"""``troth worker module:app`` (``troth.sdk.worker_main``) serving a client in another process."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+from troth.sdk import Troth
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_worker_process_serves_rpcs_from_a_client_that_runs_no_worker(server, tmp_path):
+    group = f"w{uuid.uuid4().hex[:6]}"
+    (tmp_path / "workers.py").write_text(
+        textwrap.dedent(f"""
+            from troth import Troth, Context
+
+            app = Troth(url={server.url!r}, group={group!r})
+
+            @app.register
+            async def greet(ctx: Context, name: str) -> str:
+                return await ctx.run(str.upper, name)
+        """)
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from troth.sdk import worker_main; "
+         "sys.exit(worker_main('workers:app'))"],
+        cwd=tmp_path, env=os.environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        client = Troth(url=server.url, group="clients")  # never started: it only calls
+        handle = client.rpc(f"greet-{group}", "greet", "ana", target=group)
+        assert await asyncio.wait_for(handle.result(), 20) == "ANA"
+        await client.stop()
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            output = worker.communicate(timeout=10)[0].decode()
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            raise
+    assert worker.returncode == 0, output
+    assert "serving greet" in output
+
+
+def test_worker_main_refuses_what_is_not_an_app(tmp_path):
+    (tmp_path / "notapp.py").write_text("app = 42\n")
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from troth.sdk import worker_main; "
+         "sys.exit(worker_main('notapp:app'))"],
+        cwd=tmp_path, capture_output=True, timeout=30,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "is not a troth app" in done.stderr.decode()
+    assert time.monotonic() - start < 30
