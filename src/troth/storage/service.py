@@ -14,6 +14,15 @@ from troth.protocol.envelope import Request
 from troth.protocol.responses import Message, Reply, Snapshot
 
 
+class Retriable(Exception):
+    """The request lost a race for its rows too many times; nothing was committed.
+
+    A backend with concurrent writers (PostgreSQL) retries serialization failures, deadlocks
+    and lock timeouts itself and raises this only when its retries run out. The request is
+    safe to send again: the server answers it 503 with ``Retry-After``, not 500.
+    """
+
+
 class Delivery(NamedTuple):
     """One outbox row handed out for delivery.
 

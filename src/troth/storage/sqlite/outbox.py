@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from troth.storage import codec
 from troth.storage.service import Delivery
-from troth.storage.sqlite import codec
 
 
 def undelivered(conn: sqlite3.Connection, limit: int) -> list[Delivery]:

@@ -19,8 +19,8 @@ from troth.engine import READ_ONLY, fire, handle
 from troth.protocol.envelope import Request
 from troth.protocol.responses import Reply, Snapshot
 from troth.storage.service import Delivery
+from troth.storage.snapshot import snapshot
 from troth.storage.sqlite import outbox, schema
-from troth.storage.sqlite.snapshot import snapshot
 from troth.storage.sqlite.store import SqliteStore
 from troth.storage.sqlite.writer import Writer
 

@@ -20,8 +20,8 @@ from troth.engine.store import (
 )
 from troth.protocol.records import ORIGIN, PromiseRecord, PromiseState, Schedule, TaskState
 from troth.protocol.responses import Message
-from troth.storage.sqlite import codec
-from troth.storage.sqlite.codec import PROMISE_COLUMNS, SCHEDULE_COLUMNS, TASK_COLUMNS
+from troth.storage import codec
+from troth.storage.codec import PROMISE_COLUMNS, SCHEDULE_COLUMNS, TASK_COLUMNS
 
 _UPSERT_PROMISE = f"""
 INSERT INTO promises ({PROMISE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)

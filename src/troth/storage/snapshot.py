@@ -1,8 +1,12 @@
-"""``debug.snap``: the whole stored state as the wire ``Snapshot`` (no projection)."""
+"""``debug.snap``: the whole stored state as the wire ``Snapshot`` (no projection).
+
+Shared by the backends: the tables and columns are the same in each, and both sqlite3 and
+psycopg connections answer ``execute(sql).fetchall()``.
+"""
 
 from __future__ import annotations
 
-import sqlite3
+from typing import Any, Protocol
 
 from troth.protocol.responses import (
     CallbackEntry,
@@ -14,11 +18,21 @@ from troth.protocol.responses import (
     TaskTimeoutEntry,
     make_snapshot,
 )
-from troth.storage.sqlite import codec
-from troth.storage.sqlite.codec import PROMISE_COLUMNS, SCHEDULE_COLUMNS, TASK_COLUMNS
+from troth.storage import codec
+from troth.storage.codec import PROMISE_COLUMNS, SCHEDULE_COLUMNS, TASK_COLUMNS
 
 
-def snapshot(conn: sqlite3.Connection) -> Snapshot:
+class _Rows(Protocol):
+    def fetchall(self) -> list[Any]: ...
+
+
+class Connection(Protocol):
+    """What a snapshot needs of a connection (JSON columns must read back as text)."""
+
+    def execute(self, sql: Any) -> _Rows: ...
+
+
+def snapshot(conn: Connection) -> Snapshot:
     """Read everything; the caller holds a read transaction so the parts agree."""
 
     def rows(sql: str) -> list[tuple]:
