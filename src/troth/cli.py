@@ -1,0 +1,124 @@
+"""The ``troth`` command.
+
+- ``troth serve``: serve on ``0.0.0.0:8001``, storing to ``./troth.db``.
+- ``troth dev``: the same with debug mode on and a throwaway database in a temporary
+  directory (deleted on exit), unless ``--db`` names one.
+
+Every setting of ``ServerConfig`` is a flag (``--tasks-retry-timeout 5000``) and an
+environment variable (``TROTH_TASKS_RETRY_TIMEOUT=5000``); a flag beats the environment,
+which beats the default. ``troth dev`` ignores ``TROTH_DB``, so it never touches a real
+database by accident.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from typing import Any
+
+from troth.server.config import ServerConfig
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _settings() -> list[dataclasses.Field[Any]]:
+    return list(dataclasses.fields(ServerConfig))
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _env(name: str) -> str:
+    return "TROTH_" + name.upper()
+
+
+def _kind(setting: dataclasses.Field[Any]) -> str:
+    """``bool``, ``int`` or ``str``: the field annotations are strings (future annotations)."""
+    annotation = str(setting.type)
+    return "bool" if annotation == "bool" else "int" if annotation == "int" else "str"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="troth", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser("serve", help="run the server")
+    dev = commands.add_parser("dev", help="run the server in debug mode on a throwaway database")
+    for command in (serve, dev):
+        for setting in _settings():
+            help = f"{setting.metadata['help']} (env {_env(setting.name)})"
+            if _kind(setting) == "bool":
+                command.add_argument(
+                    _flag(setting.name), action=argparse.BooleanOptionalAction, help=help
+                )
+            else:
+                is_int = _kind(setting) == "int"
+                in_ms = "ms" in setting.metadata["help"].split()
+                if setting.default is not None:
+                    help += f" [default: {setting.default}]"
+                command.add_argument(
+                    _flag(setting.name),
+                    type=int if is_int else str,
+                    metavar=("MS" if in_ms else "N") if is_int else None,
+                    help=help,
+                )
+    return parser
+
+
+def _from_env(setting: dataclasses.Field[Any], raw: str) -> Any:
+    kind = _kind(setting)
+    if kind == "bool":
+        if raw.strip().lower() in _TRUE:
+            return True
+        if raw.strip().lower() in _FALSE:
+            return False
+        raise ValueError(f"{_env(setting.name)}={raw!r} is not a boolean")
+    if kind == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"{_env(setting.name)}={raw!r} is not an integer") from None
+    return raw
+
+
+def config_from(args: argparse.Namespace, environ: dict[str, str]) -> ServerConfig:
+    """Flags over environment over defaults; ``dev`` forces debug and ignores TROTH_DB."""
+    values: dict[str, Any] = {}
+    dev = args.command == "dev"
+    for setting in _settings():
+        flag = getattr(args, setting.name)
+        if flag is not None:
+            values[setting.name] = flag
+        elif _env(setting.name) in environ and not (dev and setting.name == "db"):
+            values[setting.name] = _from_env(setting, environ[_env(setting.name)])
+    if dev and args.debug is None:
+        values["debug"] = True
+    config = ServerConfig(**values)
+    if config.log_level.lower() not in _LOG_LEVELS:
+        raise ValueError(f"log level {config.log_level!r} is not one of {', '.join(_LOG_LEVELS)}")
+    return config
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        config = config_from(args, dict(os.environ))
+    except ValueError as e:
+        parser.error(str(e))
+    from troth.server.runner import run
+
+    if args.command == "dev" and args.db is None:
+        with tempfile.TemporaryDirectory(prefix="troth-dev-") as scratch:
+            return run(dataclasses.replace(config, db=os.path.join(scratch, "troth.db")))
+    return run(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""The ASGI application: routes, and the lifetime of the background loops.
+
+| route                                   | answer                                          |
+|-----------------------------------------|-------------------------------------------------|
+| ``POST /``                              | the RPC envelope (``rpc``); 405 for other verbs |
+| ``GET /poll/{group}/{id}``              | the worker's SSE stream (``sse``)               |
+| ``GET /health``                         | 200 while the process serves                    |
+| ``GET /ready``                          | 200 when storage answers a ping, else 503       |
+| ``/promises``, ``/tasks``, ``/schedules`` and below, any verb | 410: the pre-2026 REST API |
+| anything else                           | 404, empty                                      |
+
+The app owns the service it is given: ASGI lifespan startup starts the timeouts and delivery
+loops; shutdown ends every poll stream, stops the loops and closes the service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from urllib.parse import unquote_to_bytes
+
+from troth.server.asgi import (
+    JSON,
+    TEXT,
+    BodyTooLarge,
+    Disconnected,
+    Receive,
+    Scope,
+    Send,
+    read_body,
+    respond,
+)
+from troth.server.clock import Clock
+from troth.server.config import ServerConfig
+from troth.server.delivery import DeliveryLoop
+from troth.server.poll import PollHub
+from troth.server.push import Pusher
+from troth.server.rpc import Rpc
+from troth.server.sse import stream
+from troth.server.timeouts import TimeoutsLoop
+from troth.storage.service import Service
+
+log = logging.getLogger("troth.server")
+
+_GONE = b'{"error":"This endpoint is no longer supported. Please update to the latest SDK."}'
+_LEGACY = ("/promises", "/tasks", "/schedules")
+
+
+class App:
+    def __init__(self, service: Service, config: ServerConfig) -> None:
+        self.service = service
+        self.config = config
+        self.clock = Clock()
+        self.timeouts = TimeoutsLoop(service, self.clock, config.timeouts_max_sleep)
+        self.hub = PollHub(
+            config.poll_max_connections,
+            config.poll_buffer_size,
+            config.poll_write_timeout / 1000,
+            # A new connection may take messages held back for want of one: deliver now.
+            on_connect=lambda group: service.outbox_changed().set(),
+        )
+        self.pusher = Pusher(
+            config.push_concurrency,
+            config.push_timeout,
+            config.push_retries,
+            config.push_backoff,
+            config.push_backoff_max,
+        )
+        self.delivery = DeliveryLoop(
+            service,
+            self.hub,
+            self.pusher,
+            config.url,
+            config.delivery_batch_size,
+            config.delivery_interval,
+        )
+        self.rpc = Rpc(service, self.clock, self.timeouts, config.debug)
+        self._loops: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        self._loops = [
+            asyncio.create_task(self.timeouts.run(), name="troth-timeouts"),
+            asyncio.create_task(self.delivery.run(), name="troth-delivery"),
+        ]
+
+    async def stop(self) -> None:
+        self.hub.close_all()
+        for loop in self._loops:
+            loop.cancel()
+        for loop in self._loops:
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+        self._loops = []
+        await self.delivery.stop()
+        await self.pusher.close()
+        await self.service.close()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope["path"]
+        method: str = scope["method"]
+        if path == "/":
+            if method != "POST":
+                await respond(send, 405)
+            else:
+                await self._post(scope, receive, send)
+        elif path.startswith("/poll/"):
+            await self._poll(scope, receive, send)
+        elif path == "/health":
+            await respond(send, 200 if method in ("GET", "HEAD") else 405)
+        elif path == "/ready":
+            if method not in ("GET", "HEAD"):
+                await respond(send, 405)
+            else:
+                await respond(send, 200 if await self._ready() else 503)
+        elif any(path == p or path.startswith(p + "/") for p in _LEGACY):
+            await respond(send, 410, _GONE, JSON)
+        else:
+            await respond(send, 404)
+
+    async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = self.config.max_body_bytes
+        try:
+            body = await read_body(scope, receive, limit)
+        except BodyTooLarge:
+            message = f"Request body too large: the limit is {limit} bytes"
+            await respond(send, 413, message.encode(), TEXT, close=True)
+            return
+        except Disconnected:
+            return
+        status, response = await self.rpc(body)
+        await respond(send, status, response, JSON, retry_after=1 if status == 503 else None)
+
+    async def _poll(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # Split the raw path so a percent-encoded "/" stays inside its segment.
+        raw: bytes = scope.get("raw_path") or scope["path"].encode()
+        parts = raw.split(b"?", 1)[0].split(b"/")
+        if len(parts) != 4 or not parts[2] or not parts[3]:
+            await respond(send, 404)
+            return
+        if scope["method"] != "GET":
+            await respond(send, 405)
+            return
+        group, id = (unquote_to_bytes(p).decode("utf-8", "replace") for p in parts[2:])
+        await stream(self.hub, group, id, receive, send, self.config.poll_keepalive / 1000)
+
+    async def _ready(self) -> bool:
+        try:
+            return await self.service.ping()
+        except Exception:
+            log.exception("storage ping failed")
+            return False
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.start()
+                except Exception as e:
+                    log.exception("startup failed")
+                    await send({"type": "lifespan.startup.failed", "message": str(e)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return

@@ -1,0 +1,67 @@
+"""Everything ``troth serve`` can be told, with its defaults, in one frozen record.
+
+Each field is also a command-line flag (``--tasks-retry-timeout``) and an environment
+variable (``TROTH_TASKS_RETRY_TIMEOUT``); ``troth.cli`` builds both from the fields and
+their ``help``, so a new setting is added in exactly one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _setting(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = _setting("0.0.0.0", "address to bind")
+    port: int = _setting(8001, "port to listen on")
+    db: str = _setting("troth.db", "SQLite database file")
+    debug: bool = _setting(
+        False, "enable debug.* kinds and honour head['resonate:debug_time']"
+    )
+    server_url: str | None = _setting(
+        None, "URL sent to workers as serverUrl in execute messages [http://{host}:{port}]"
+    )
+    tasks_retry_timeout: int = _setting(
+        5000, "ms until an unclaimed pending task's execute is sent again"
+    )
+    max_body_bytes: int = _setting(2 * 1024 * 1024, "largest request body accepted (413 beyond)")
+
+    poll_max_connections: int = _setting(1000, "open SSE connections allowed (503 beyond)")
+    poll_buffer_size: int = _setting(100, "frames queued per SSE connection before it is full")
+    poll_keepalive: int = _setting(10000, "ms between ': keepalive' comment frames")
+    poll_write_timeout: int = _setting(
+        5000, "ms a frame may wait to be written before delivery tries elsewhere"
+    )
+
+    push_concurrency: int = _setting(256, "HTTP push requests in flight at once")
+    push_timeout: int = _setting(10000, "ms for one HTTP push request, connecting included")
+    push_retries: int = _setting(3, "HTTP push attempts per delivery round")
+    push_backoff: int = _setting(100, "ms before the second push attempt; doubles per failure")
+    push_backoff_max: int = _setting(
+        60000, "ms; the longest wait between push attempts or rounds"
+    )
+
+    delivery_batch_size: int = _setting(100, "outbox messages read per delivery pass")
+    delivery_interval: int = _setting(1000, "ms between delivery passes when nothing changes")
+    timeouts_max_sleep: int = _setting(
+        1000, "ms the timeouts loop sleeps at most before looking for deadlines again"
+    )
+
+    shutdown_timeout: int = _setting(10000, "ms to finish in-flight requests on SIGTERM/SIGINT")
+    log_level: str = _setting("info", "debug, info, warning or error")
+
+    @property
+    def url(self) -> str:
+        """The URL workers are told to call back on (``head.serverUrl``)."""
+        if self.server_url:
+            return self.server_url
+        # A wildcard bind address is not something a worker can connect to.
+        host = "localhost" if self.host in ("0.0.0.0", "::", "") else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"

@@ -1,0 +1,97 @@
+"""``POST /``: one request envelope in, one response envelope out.
+
+The order follows the reference server (wire-protocol.md §2.3): decode and validate (400),
+refuse debug kinds unless debug mode (403), pick ``now``, run the kind. Every outcome is an
+envelope whose HTTP status is its ``head.status``; nothing a client sends can crash the
+server, and an infrastructure failure is a 500 envelope with the request's kind and corrId
+(503 when the backend says the request lost a write race and is safe to send again).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from troth.protocol.envelope import BadRequest, Request, decode_request, encode_response
+from troth.protocol.requests import DebugTickRequest
+from troth.protocol.responses import EMPTY, Reply
+from troth.server.clock import Clock
+from troth.server.timeouts import TimeoutsLoop
+from troth.storage.service import Retriable, Service
+
+log = logging.getLogger("troth.rpc")
+
+
+class Rpc:
+    def __init__(
+        self, service: Service, clock: Clock, timeouts: TimeoutsLoop, debug: bool
+    ) -> None:
+        self._service = service
+        self._clock = clock
+        self._timeouts = timeouts
+        self._debug = debug
+
+    async def __call__(self, body: bytes) -> tuple[int, bytes]:
+        """The HTTP status and the response body for one request body."""
+        try:
+            request = decode_request(body)
+        except BadRequest as e:
+            return e.status, encode_response(e.kind, e.corr_id, e.reply())
+        if request.kind.startswith("debug."):
+            reply = await self._run_debug(request)
+        else:
+            reply = await self._run(request)
+        try:
+            return reply.status, encode_response(request.kind, request.corr_id, reply)
+        except Exception as e:  # a reply the encoder cannot write is our bug, not the client's
+            log.exception("encoding the %s reply failed", request.kind)
+            return 500, encode_response(request.kind, request.corr_id, _internal(e))
+
+    async def _run(self, request: Request) -> Reply:
+        if self._debug and request.debug_time is not None:
+            now = request.debug_time
+        else:
+            now = self._clock.now()
+        try:
+            reply = await self._service.handle(request, now)
+        except Retriable as e:
+            # Nothing was committed; the client may send the same request again.
+            log.warning("%s lost its retries: %s", request.kind, e)
+            return Reply(503, f"Temporarily unavailable, retry: {e}")
+        except Exception as e:
+            log.exception("%s failed", request.kind)
+            return _internal(e)
+        # The commit may have armed a deadline earlier than the one the loop sleeps towards.
+        self._timeouts.poke()
+        return reply
+
+    async def _run_debug(self, request: Request) -> Reply:
+        if not self._debug:
+            return Reply(403, "Debug operations are disabled")
+        kind = request.kind
+        try:
+            if kind == "debug.start":
+                self._timeouts.pause()
+            elif kind == "debug.stop":
+                self._timeouts.resume()
+            elif kind == "debug.reset":
+                await self._service.reset()
+            elif kind == "debug.snap":
+                return Reply(200, await self._service.snapshot())
+            elif kind == "debug.tick":
+                assert isinstance(request.data, DebugTickRequest)
+                time = request.data.time
+                if request.debug_time is not None and request.debug_time != time:
+                    return Reply(400, "resonate:debug_time must equal data.time")
+                await self._service.fire_due(time)
+                return Reply(200, [])
+        except Exception as e:
+            log.exception("%s failed", kind)
+            verb = {"debug.reset": "Reset", "debug.snap": "Snap", "debug.tick": "Tick"}.get(
+                kind, "Debug"
+            )
+            return Reply(500, f"{verb} failed: {e}")
+        return Reply(200, EMPTY)
+
+
+def _internal(error: Exception) -> Reply:
+    return Reply(500, f"Internal error: {error}")
