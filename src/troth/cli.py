@@ -3,6 +3,7 @@
 - ``troth serve``: serve on ``0.0.0.0:8001``, storing to ``./troth.db``.
 - ``troth dev``: the same with debug mode on and a throwaway database in a temporary
   directory (deleted on exit), unless ``--db`` names one.
+- ``troth worker module:app``: run a worker process for a ``Troth`` app.
 
 Every setting of ``ServerConfig`` is a flag (``--tasks-retry-timeout 5000``) and an
 environment variable (``TROTH_TASKS_RETRY_TIMEOUT=5000``); a flag beats the environment,
@@ -68,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
                     metavar=("MS" if in_ms else "N") if is_int else None,
                     help=help,
                 )
+    worker = commands.add_parser("worker", help="run a worker process for a troth app")
+    worker.add_argument("app", metavar="MODULE:APP", help="the Troth app, e.g. shop:app")
     return parser
 
 
@@ -108,6 +111,10 @@ def config_from(args: argparse.Namespace, environ: dict[str, str]) -> ServerConf
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command == "worker":
+        from troth.sdk import worker_main
+
+        return worker_main(args.app)
     try:
         config = config_from(args, dict(os.environ))
     except ValueError as e:
