@@ -19,7 +19,7 @@ class Retriable(Exception):
 
     A backend with concurrent writers (PostgreSQL) retries serialization failures, deadlocks
     and lock timeouts itself and raises this only when its retries run out. The request is
-    safe to send again: the server answers it 503 with ``Retry-After``, not 500.
+    safe to send again, so a server should answer it 503 (with ``Retry-After``), not 500.
     """
 
 

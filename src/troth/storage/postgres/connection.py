@@ -1,0 +1,25 @@
+"""How troth's PostgreSQL connections are opened and set up."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg.types.string import TextLoader
+
+
+def configure(conn: psycopg.Connection, *, lock_timeout: int) -> None:
+    """Set up a fresh connection (the pool calls this once per connection).
+
+    JSON columns are read back as text, so the shared codec decodes them with msgspec
+    straight into records. ``lock_timeout`` bounds how long a request waits for an object
+    lock, so a stuck transaction elsewhere turns into a retriable error, not a hang.
+    """
+    for type_name in ("json", "jsonb"):
+        conn.adapters.register_loader(type_name, TextLoader)
+    conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{lock_timeout}ms",))
+
+
+def connect(url: str, *, lock_timeout: int = 0) -> psycopg.Connection:
+    """One autocommit connection outside the pool (migrations, tests)."""
+    conn = psycopg.connect(url, autocommit=True)
+    configure(conn, lock_timeout=lock_timeout)
+    return conn

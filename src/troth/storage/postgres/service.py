@@ -1,0 +1,176 @@
+"""``PostgresService``: the machine on a PostgreSQL database several servers share.
+
+Each request runs the engine's handler in one transaction of its own on a pooled
+connection (``transaction``), in a worker thread, since the handlers are synchronous. No
+group commit: PostgreSQL commits many connections in parallel and groups their WAL flushes
+itself. Concurrency between transactions, in this process or another server's, is handled
+by the object locks (``locks``); losing a race is retried, and ``Retriable`` reports a
+request that kept losing (a server should answer it 503, not 500).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from troth.engine import READ_ONLY, Timeout, handle
+from troth.protocol.envelope import Request
+from troth.protocol.responses import Reply, Snapshot
+from troth.storage.postgres import connection, outbox, schema
+from troth.storage.postgres.listener import OutboxListener
+from troth.storage.postgres.store import PostgresStore
+from troth.storage.postgres.sweep import Run, fire_run
+from troth.storage.postgres.transaction import transact
+from troth.storage.service import Delivery, Retriable
+from troth.storage.snapshot import snapshot
+
+T = TypeVar("T")
+
+# Due timeouts read per scan of the sweep, and fired at most per transaction.
+FIRE_RUN = 64
+
+
+class PostgresService:
+    """The machine on the PostgreSQL database at ``url`` (a libpq URL or DSN).
+
+    ``retry_timeout`` is Lean's ``config.retryTimeout`` (ms). ``pool_size`` connections
+    (and as many worker threads) serve requests; one more listens for other servers'
+    outbox notifications once ``outbox_changed`` is first asked for. A transaction aborted
+    by a concurrent one is retried up to ``retries`` times; ``lock_timeout`` (ms) bounds a
+    wait for an object lock.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        retry_timeout: int = 5000,
+        *,
+        pool_size: int = 10,
+        retries: int = 8,
+        lock_timeout: int = 5000,
+    ) -> None:
+        if retry_timeout <= 0:
+            # A non-positive retry would re-arm a due retry at a due instant for ever.
+            raise ValueError("retry_timeout must be positive")
+        if pool_size < 1 or retries < 0 or lock_timeout < 1:
+            raise ValueError("pool_size and lock_timeout must be positive, retries >= 0")
+        self.url = url
+        self.retry_timeout = retry_timeout
+        self.retries = retries
+        with connection.connect(url) as conn:
+            schema.migrate(conn)
+        self._pool = ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True},
+            configure=functools.partial(connection.configure, lock_timeout=lock_timeout),
+            name="troth-postgres",
+            open=True,
+        )
+        self._threads = ThreadPoolExecutor(pool_size, thread_name_prefix="troth-postgres")
+        self._changed = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listener: OutboxListener | None = None
+
+    # -- the Service interface --------------------------------------------------------------
+
+    async def handle(self, request: Request, now: int) -> Reply:
+        work = functools.partial(handle, request=request, now=now)
+        return await self._transact(work, write=request.kind not in READ_ONLY)
+
+    async def fire_due(self, now: int) -> int:
+        """Fire due timeouts in firing order until none is due at ``now`` (``sweep``).
+
+        When every due timeout is held by another transaction, the sweep waits for the
+        first of them, so it returns only when nothing is due. A transition that raises
+        rolls back its run; the sweep then fires that run one timeout per transaction, so
+        the ones before the failing one commit, and raises the error.
+        """
+        fired = 0
+        while True:
+            due = await self._transact(lambda store: store.due(now, FIRE_RUN), write=False)
+            if not due:
+                return fired
+            try:
+                run = await self._fire(due, now, wait=False)
+            except Retriable:
+                raise
+            except Exception:
+                for timeout in due:
+                    fired += (await self._fire([timeout], now, wait=False)).fired
+                raise
+            fired += run.fired
+            if not run.progressed:
+                fired += (await self._fire(due[:1], now, wait=True)).fired
+
+    async def next_deadline(self) -> int | None:
+        timeout = await self._transact(lambda store: store.next_timeout(), write=False)
+        return None if timeout is None else timeout.at
+
+    async def outbox(self, limit: int) -> list[Delivery]:
+        return await self._transact(lambda store: outbox.undelivered(store.conn, limit))
+
+    async def ack(self, deliveries: list[Delivery]) -> None:
+        seqs = [delivery.seq for delivery in deliveries]
+        if seqs:
+            await self._transact(lambda store: outbox.acknowledge(store.conn, seqs), write=True)
+
+    def outbox_changed(self) -> asyncio.Event:
+        """Set after each local commit that enqueued a message, and whenever another
+        server's NOTIFY arrives; the delivery loop clears it before reading the outbox."""
+        with contextlib.suppress(RuntimeError):
+            self._loop = asyncio.get_running_loop()
+        if self._listener is None:
+            self._listener = OutboxListener(self.url, self._heard)
+        return self._changed
+
+    async def snapshot(self) -> Snapshot:
+        return await self._transact(lambda store: snapshot(store.conn))
+
+    async def reset(self) -> None:
+        await self._transact(lambda store: schema.clear(store.conn), write=True)
+
+    async def ping(self) -> bool:
+        try:
+            await self._transact(lambda store: store.conn.execute("SELECT 1").fetchone())
+        except (psycopg.Error, PoolTimeout):
+            return False
+        return True
+
+    async def close(self) -> None:
+        if self._listener is not None:
+            await asyncio.to_thread(self._listener.close)
+        await asyncio.to_thread(self._threads.shutdown)
+        await asyncio.to_thread(self._pool.close)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def _transact(self, work: Callable[[PostgresStore], T], *, write: bool = False) -> T:
+        loop = self._loop = asyncio.get_running_loop()
+        run = functools.partial(
+            transact, self._pool, work, self.retry_timeout, write=write, retries=self.retries
+        )
+        value, enqueued = await loop.run_in_executor(self._threads, run)
+        if enqueued:
+            self._changed.set()
+        return value
+
+    async def _fire(self, due: list[Timeout], now: int, *, wait: bool) -> Run:
+        return await self._transact(
+            functools.partial(fire_run, due=due, now=now, wait=wait), write=True
+        )
+
+    def _heard(self) -> None:
+        """Called by the listener thread on each notification."""
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody listens
+                loop.call_soon_threadsafe(self._changed.set)

@@ -1,0 +1,24 @@
+"""The child of the PostgreSQL crash test: the SQLite hammer's workers on PostgresService.
+
+Usage: ``PYTHONPATH=tests python hammer.py CONNINFO``. Prints ``<step> <id>`` after each
+acknowledged write (see ``tests/storage/hammer.py``) and runs until killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sys
+
+from storage.hammer import WORKERS, worker
+from troth.storage.postgres import PostgresService
+
+
+async def main(url: str) -> None:
+    service = PostgresService(url, pool_size=WORKERS)
+    ids = itertools.count()
+    await asyncio.gather(*(worker(service, ids) for _ in range(WORKERS)))  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))

@@ -1,0 +1,83 @@
+"""kill -9 of a server process in the middle of a stream of writes: PostgreSQL keeps every
+acknowledged write and rolls back the transactions that were in flight, whole."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from troth.storage.postgres import PostgresService
+
+HAMMER = Path(__file__).with_name("hammer.py")
+TESTS = Path(__file__).parents[1]
+
+
+def hammer_until_killed(url: str, acknowledgements: int) -> list[tuple[str, ...]]:
+    """Run the hammer, SIGKILL it after ``acknowledgements`` answers, return every
+    acknowledged (step, id) it printed, including those still in the pipe."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
+    child = subprocess.Popen(
+        [sys.executable, str(HAMMER), url], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert child.stdout is not None
+    lines: list[str] = []
+    try:
+        while len(lines) < acknowledgements:
+            line = child.stdout.readline()
+            assert line, f"the hammer died on its own (exit {child.poll()})"
+            lines.append(line)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+    lines += child.stdout.readlines()
+    child.wait()
+    assert child.returncode == -signal.SIGKILL
+    # A line cut short by the kill was never acknowledged in full; drop it.
+    return [tuple(line.split()) for line in lines if line.endswith("\n")]
+
+
+@pytest.mark.parametrize("acknowledgements", [150, 1200])
+def test_a_killed_server_keeps_every_acknowledged_write_and_no_partial_one(
+    url: str, acknowledgements: int
+) -> None:
+    acked = hammer_until_killed(url, acknowledgements)
+    assert len(acked) >= acknowledgements
+
+    async def reopen():
+        service = PostgresService(url)
+        snap = await service.snapshot()
+        await service.close()
+        return snap
+
+    snap = asyncio.run(reopen())
+    promises = {p.id: p for p in snap.promises}
+    tasks = {t.id: t for t in snap.tasks}
+    listeners = {entry.id for entry in snap.listeners}
+    promise_timeouts = {t.id for t in snap.promise_timeouts}
+    leases = {t.id for t in snap.task_timeouts if t.type == 1}
+    unblocked = {m.message.data.promise.id for m in snap.messages}
+
+    for step, id in acked:
+        assert id in promises, f"acknowledged {step} of {id} was lost"
+        if step == "listened":
+            assert id in listeners or promises[id].state == "resolved"
+        if step == "fulfilled":
+            assert promises[id].state == "resolved"
+
+    # Each request either happened in full or not at all: only these shapes exist.
+    for id, promise in promises.items():
+        task = tasks[id]
+        if promise.state == "pending":
+            assert (task.state, task.version, task.pid) == ("acquired", 1, "hammer")
+            assert id in promise_timeouts and id in leases and id not in unblocked
+        else:
+            assert promise.state == "resolved" and promise.value.data == id
+            assert task.state == "fulfilled"
+            assert id not in promise_timeouts and id not in leases and id not in listeners
+            assert id in unblocked
+    assert set(tasks) == set(promises)
