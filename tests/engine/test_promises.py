@@ -125,44 +125,44 @@ def test_a_late_settle_answers_the_timeout_and_writes_nothing(machine: Machine) 
 
 
 def test_register_callback_checks_awaited_then_awaiter(machine: Machine) -> None:
-    machine.create("r.a")
-    machine.create("r.untargeted")
+    machine.create("r:a")
+    machine.create("r:untargeted")
     cb = "promise.register_callback"
-    assert machine.call(cb, {"awaited": "r.none", "awaiter": "r.none2"})[0] == 404
-    assert machine.call(cb, {"awaited": "r.a", "awaiter": "r.none"})[0] == 422
-    assert machine.call(cb, {"awaited": "r.a", "awaiter": "r.untargeted"})[0] == 422
+    assert machine.call(cb, {"awaited": "r:none", "awaiter": "r:none2"})[0] == 404
+    assert machine.call(cb, {"awaited": "r:a", "awaiter": "r:none"})[0] == 422
+    assert machine.call(cb, {"awaited": "r:a", "awaiter": "r:untargeted"})[0] == 422
 
 
 def test_register_callback_records_the_awaiter_once(machine: Machine) -> None:
-    machine.create("r.a")
+    machine.create("r:a")
     machine.create("r", tags={"resonate:target": TARGET})
     for _ in range(2):
-        answer = machine.ok("promise.register_callback", {"awaited": "r.a", "awaiter": "r"})
-        assert answer["promise"]["id"] == "r.a"
-    assert machine.snap()["callbacks"] == [{"awaiter": "r", "awaited": "r.a"}]
+        answer = machine.ok("promise.register_callback", {"awaited": "r:a", "awaiter": "r"})
+        assert answer["promise"]["id"] == "r:a"
+    assert machine.snap()["callbacks"] == [{"awaiter": "r", "awaited": "r:a"}]
 
 
 def test_register_callback_on_a_settled_promise_writes_nothing(machine: Machine) -> None:
-    machine.create("r.a")
+    machine.create("r:a")
     machine.create("r", tags={"resonate:target": TARGET})
-    machine.ok("promise.settle", {"id": "r.a", "state": "resolved"})
+    machine.ok("promise.settle", {"id": "r:a", "state": "resolved"})
     before = machine.snap()
-    answer = machine.ok("promise.register_callback", {"awaited": "r.a", "awaiter": "r"}, 1)
+    answer = machine.ok("promise.register_callback", {"awaited": "r:a", "awaiter": "r"}, 1)
     assert answer["promise"]["state"] == "resolved"
     assert machine.snap() == before
 
 
 def test_register_callback_of_a_dead_awaiter_is_not_recorded(machine: Machine) -> None:
-    machine.create("r.a", timeout_at=10_000)
+    machine.create("r:a", timeout_at=10_000)
     machine.create("r", timeout_at=100, tags={"resonate:target": TARGET})
-    machine.ok("promise.register_callback", {"awaited": "r.a", "awaiter": "r"}, 100)
+    machine.ok("promise.register_callback", {"awaited": "r:a", "awaiter": "r"}, 100)
     assert machine.snap()["callbacks"] == []
 
 
 def test_register_callback_on_a_dead_promise_answers_the_projection(machine: Machine) -> None:
-    machine.create("r.a", timeout_at=100)
+    machine.create("r:a", timeout_at=100)
     machine.create("r", timeout_at=10_000, tags={"resonate:target": TARGET})
-    got = machine.ok("promise.register_callback", {"awaited": "r.a", "awaiter": "r"}, 100)
+    got = machine.ok("promise.register_callback", {"awaited": "r:a", "awaiter": "r"}, 100)
     assert got["promise"]["state"] == "rejected_timedout"
     assert machine.snap()["callbacks"] == []
 

@@ -117,14 +117,14 @@ def test_acquire_replaces_the_retry_with_a_lease(machine: Machine) -> None:
 def test_acquire_preloads_the_settled_promises_of_the_branch(machine: Machine) -> None:
     branch = {"resonate:branch": "b"}
     machine.create("b", tags={"resonate:target": TARGET, **branch})
-    machine.create("b.1", tags=branch)
-    machine.create("b.2", tags=branch)
+    machine.create("b:1", tags=branch)
+    machine.create("b:2", tags=branch)
     machine.create("c", tags={"resonate:branch": "c"})
-    for id in ("b.1", "c"):
+    for id in ("b:1", "c"):
         machine.ok("promise.settle", {"id": id, "state": "resolved"})
     status, body = acquire(machine, "b", 0, now=1)
     assert status == 200
-    assert [p["id"] for p in body["preload"]] == ["b.1"]
+    assert [p["id"] for p in body["preload"]] == ["b:1"]
 
 
 def test_fence_runs_the_inner_create_while_the_task_is_held(machine: Machine) -> None:
@@ -132,26 +132,26 @@ def test_fence_runs_the_inner_create_while_the_task_is_held(machine: Machine) ->
     action = {
         "kind": "promise.create",
         "head": {},
-        "data": {"id": "f.1", "timeoutAt": 9000, "tags": {"resonate:target": TARGET}},
+        "data": {"id": "f:1", "timeoutAt": 9000, "tags": {"resonate:target": TARGET}},
     }
     body = machine.ok("task.fence", {"id": "f", "version": 1, "action": action}, 5)
     assert body["action"]["head"]["status"] == 200
-    assert body["action"]["data"]["promise"]["id"] == "f.1"
-    assert [m["message"]["data"]["task"]["id"] for m in machine.snap()["messages"]] == ["f.1"]
+    assert body["action"]["data"]["promise"]["id"] == "f:1"
+    assert [m["message"]["data"]["task"]["id"] for m in machine.snap()["messages"]] == ["f:1"]
     assert machine.call("task.fence", {"id": "f", "version": 2, "action": action})[0] == 409
 
 
 def test_fence_answers_the_inner_404_inside_a_200(machine: Machine) -> None:
     machine.create_task("f")
-    body = machine.ok("task.fence", {"id": "f", "version": 1, "action": settle_action("f.x")})
+    body = machine.ok("task.fence", {"id": "f", "version": 1, "action": settle_action("f:x")})
     assert body["action"]["head"]["status"] == 404
 
 
 def test_fence_preload_includes_the_promise_it_just_settled(machine: Machine) -> None:
     machine.create_task("f", tags={"resonate:branch": "f"})
-    machine.create("f.1", tags={"resonate:branch": "f"})
-    body = machine.ok("task.fence", {"id": "f", "version": 1, "action": settle_action("f.1")})
-    assert [p["id"] for p in body["preload"]] == ["f.1"]
+    machine.create("f:1", tags={"resonate:branch": "f"})
+    body = machine.ok("task.fence", {"id": "f", "version": 1, "action": settle_action("f:1")})
+    assert [p["id"] for p in body["preload"]] == ["f:1"]
 
 
 def test_heartbeat_extends_only_the_leases_the_caller_holds(machine: Machine) -> None:
@@ -166,57 +166,57 @@ def test_heartbeat_extends_only_the_leases_the_caller_holds(machine: Machine) ->
 
 def test_suspend_parks_the_task_on_its_awaited_promises(machine: Machine) -> None:
     machine.create_task("s")
-    machine.create("s.1")
-    machine.create("s.2")
+    machine.create("s:1")
+    machine.create("s:2")
     status, body = machine.call(
-        "task.suspend", {"id": "s", "version": 1, "actions": awaits("s", "s.1", "s.2", "s.1")}
+        "task.suspend", {"id": "s", "version": 1, "actions": awaits("s", "s:1", "s:2", "s:1")}
     )
     assert (status, body) == (200, {})
     snap = machine.snap()
     assert snap["tasks"] == [{"id": "s", "state": "suspended", "version": 1, "resumes": 0}]
     assert snap["taskTimeouts"] == []
     assert snap["callbacks"] == [
-        {"awaiter": "s", "awaited": "s.1"},
-        {"awaiter": "s", "awaited": "s.2"},
+        {"awaiter": "s", "awaited": "s:1"},
+        {"awaiter": "s", "awaited": "s:2"},
     ]
 
 
 def test_suspend_on_a_settled_promise_answers_300_and_keeps_the_lease(machine: Machine) -> None:
     machine.create_task("s", tags={"resonate:branch": "s"})
-    machine.create("s.1", tags={"resonate:branch": "s"})
-    machine.create("s.2", timeout_at=50, tags={"resonate:branch": "s"})
-    machine.ok("promise.settle", {"id": "s.1", "state": "resolved"})
+    machine.create("s:1", tags={"resonate:branch": "s"})
+    machine.create("s:2", timeout_at=50, tags={"resonate:branch": "s"})
+    machine.ok("promise.settle", {"id": "s:1", "state": "resolved"})
     before = machine.snap()
     status, body = machine.call(
-        "task.suspend", {"id": "s", "version": 1, "actions": awaits("s", "s.2", "s.1")}, 60
+        "task.suspend", {"id": "s", "version": 1, "actions": awaits("s", "s:2", "s:1")}, 60
     )
     assert status == 300
-    # Preload lists stored records: s.2 is dead but still pending in storage.
-    assert [p["id"] for p in body["preload"]] == ["s.1"]
+    # Preload lists stored records: s:2 is dead but still pending in storage.
+    assert [p["id"] for p in body["preload"]] == ["s:1"]
     assert machine.snap() == before
 
 
 def test_suspend_on_a_missing_promise_is_422_even_after_a_settled_one(machine: Machine) -> None:
     machine.create_task("s")
-    machine.create("s.1")
-    machine.ok("promise.settle", {"id": "s.1", "state": "resolved"})
+    machine.create("s:1")
+    machine.ok("promise.settle", {"id": "s:1", "state": "resolved"})
     status, _ = machine.call(
-        "task.suspend", {"id": "s", "version": 1, "actions": awaits("s", "s.1", "s.none")}
+        "task.suspend", {"id": "s", "version": 1, "actions": awaits("s", "s:1", "s:none")}
     )
     assert status == 422
 
 
 def test_suspend_300_drops_buffered_resumes(machine: Machine) -> None:
     machine.create_task("s")
-    machine.create("s.1")
-    machine.create("s.2")
-    machine.ok("task.suspend", {"id": "s", "version": 1, "actions": awaits("s", "s.1", "s.2")})
-    machine.ok("promise.settle", {"id": "s.1", "state": "resolved"}, 1)
+    machine.create("s:1")
+    machine.create("s:2")
+    machine.ok("task.suspend", {"id": "s", "version": 1, "actions": awaits("s", "s:1", "s:2")})
+    machine.ok("promise.settle", {"id": "s:1", "state": "resolved"}, 1)
     acquire(machine, "s", 1, now=2)
-    machine.ok("promise.settle", {"id": "s.2", "state": "resolved"}, 3)
+    machine.ok("promise.settle", {"id": "s:2", "state": "resolved"}, 3)
     assert machine.ok("task.get", {"id": "s"}, 3)["task"]["resumes"] == 1
     status, _ = machine.call(
-        "task.suspend", {"id": "s", "version": 2, "actions": awaits("s", "s.2")}, 4
+        "task.suspend", {"id": "s", "version": 2, "actions": awaits("s", "s:2")}, 4
     )
     assert status == 300
     task = machine.ok("task.get", {"id": "s"}, 4)["task"]

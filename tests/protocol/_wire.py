@@ -22,12 +22,12 @@ TARGET = "poll://any@workers"
 HEAD: dict[str, Any] = {"corrId": CORR, "version": VERSION}
 
 # One valid ``data`` per kind (wire-protocol.md §5). The task id is "p" throughout so that
-# awaited/fenced ids in the same origin are "p.1".
+# awaited/fenced ids in the same origin are its child "p:1" (ids: ``<origin>:<lineage>``).
 VALID: dict[str, dict[str, Any]] = {
     "promise.get": {"id": "p"},
     "promise.create": {"id": "p", "timeoutAt": 1000},
     "promise.settle": {"id": "p", "state": "resolved"},
-    "promise.register_callback": {"awaited": "p.1", "awaiter": "p"},
+    "promise.register_callback": {"awaited": "p:1", "awaiter": "p"},
     "promise.register_listener": {"awaited": "p", "address": TARGET},
     "promise.search": {},
     "task.get": {"id": "p"},
@@ -54,14 +54,14 @@ VALID: dict[str, dict[str, Any]] = {
             {
                 "kind": "promise.register_callback",
                 "head": {},
-                "data": {"awaited": "p.1", "awaiter": "p"},
+                "data": {"awaited": "p:1", "awaiter": "p"},
             }
         ],
     },
     "task.fence": {
         "id": "p",
         "version": 1,
-        "action": {"kind": "promise.create", "data": {"id": "p.1", "timeoutAt": 1000}},
+        "action": {"kind": "promise.create", "data": {"id": "p:1", "timeoutAt": 1000}},
     },
     "task.heartbeat": {"pid": "w1", "tasks": [{"id": "p", "version": 1}]},
     "task.halt": {"id": "p"},

@@ -70,7 +70,7 @@ PENDING_JSON = {
     "createdAt": 1000,
 }
 RESOLVED = PromiseRecord(
-    id="p.1",
+    id="p:1",
     state=PromiseState.RESOLVED,
     param=Value(headers={"h": "1"}, data="cGFyYW0="),
     value=Value(data="dmFsdWU="),
@@ -80,7 +80,7 @@ RESOLVED = PromiseRecord(
     settled_at=1500,
 )
 RESOLVED_JSON = {
-    "id": "p.1",
+    "id": "p:1",
     "state": "resolved",
     "param": {"headers": {"h": "1"}, "data": "cGFyYW0="},
     "value": {"data": "dmFsdWU="},
@@ -382,7 +382,7 @@ def test_a_snapshot_uses_the_reference_keys_and_orders() -> None:
     snapshot = make_snapshot(
         promises=[RESOLVED, PENDING],
         promise_timeouts=[PromiseTimeoutEntry("q", 9), PromiseTimeoutEntry("p", 2000)],
-        callbacks=[CallbackEntry("p", "p.2"), CallbackEntry("p", "p.1")],
+        callbacks=[CallbackEntry("p", "p:2"), CallbackEntry("p", "p:1")],
         listeners=[ListenerEntry("p", "poll://any@b"), ListenerEntry("p", "poll://any@a")],
         tasks=[TaskRecord("q", TaskState.PENDING, 0, 0), TaskRecord("p", TaskState.HALTED, 1, 1)],
         task_timeouts=[TaskTimeoutEntry("q", 0, 5), TaskTimeoutEntry("p", 1, 7)],
@@ -397,7 +397,7 @@ def test_a_snapshot_uses_the_reference_keys_and_orders() -> None:
     assert to_builtins(snapshot) == {
         "promises": [PENDING_JSON, RESOLVED_JSON],
         "promiseTimeouts": [{"id": "p", "timeout": 2000}, {"id": "q", "timeout": 9}],
-        "callbacks": [{"awaiter": "p", "awaited": "p.1"}, {"awaiter": "p", "awaited": "p.2"}],
+        "callbacks": [{"awaiter": "p", "awaited": "p:1"}, {"awaiter": "p", "awaited": "p:2"}],
         "listeners": [
             {"id": "p", "address": "poll://any@a"},
             {"id": "p", "address": "poll://any@b"},
@@ -453,7 +453,7 @@ def test_an_encoded_request_has_the_envelope_shape_and_no_nulls() -> None:
         "data": {
             "id": "p",
             "version": 1,
-            "action": {"kind": "promise.create", "data": {"id": "p.1", "timeoutAt": 1000}},
+            "action": {"kind": "promise.create", "data": {"id": "p:1", "timeoutAt": 1000}},
         },
     }
     assert nulls(sent) == []

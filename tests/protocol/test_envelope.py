@@ -688,16 +688,23 @@ RULE_400: list[Any] = [
     pytest.param("promise.create", create("p\x00q"), ["id", "null"], id="nul"),
     pytest.param("task.create", task_create(targeted("p\x00")), ["action.data.id"], id="nul-tc"),
     pytest.param(
-        "task.fence", fence("promise.create", create("p.\x00")), ["action.data.id"], id="nul-fence"
+        "task.fence", fence("promise.create", create("p:\x00")), ["action.data.id"], id="nul-fence"
     ),
-    # §4.3 rules 2-4: the id equals the origin/branch/parent or extends it with a dot
+    # §4.3 rules 2-4: the id equals the origin/branch/parent or lies below it; ids are
+    # ``<origin>:<lineage>`` (a root's children join with ':', deeper ones with '.')
     pytest.param("promise.create", create("q", **{ORIGIN: "p"}), [ORIGIN], id="origin-other"),
-    pytest.param("promise.create", create("p1", **{ORIGIN: "p"}), [ORIGIN], id="origin-nodot"),
+    pytest.param("promise.create", create("q:1", **{ORIGIN: "p"}), [ORIGIN], id="origin-mismatch"),
+    pytest.param("promise.create", create("p1", **{ORIGIN: "p"}), [ORIGIN], id="origin-nosep"),
+    pytest.param("promise.create", create("p.1", **{ORIGIN: "p"}), [ORIGIN], id="origin-dot"),
     pytest.param("promise.create", create("p", **{ORIGIN: "p.1"}), [ORIGIN], id="origin-longer"),
     pytest.param("promise.create", create("p", **{ORIGIN: ""}), [ORIGIN], id="origin-empty"),
-    pytest.param("promise.create", create("p.1", **{BRANCH: "p.2"}), [BRANCH], id="branch"),
-    pytest.param("promise.create", create("p.12", **{BRANCH: "p.1"}), [BRANCH], id="branch-nodot"),
-    pytest.param("promise.create", create("p.1", **{PARENT: "q"}), [PARENT], id="parent"),
+    pytest.param(
+        "promise.create", create("p:1", **{ORIGIN: "p:1"}), [ORIGIN, "':'"], id="origin-colon"
+    ),
+    pytest.param("promise.create", create("p:1", **{BRANCH: "p:2"}), [BRANCH], id="branch"),
+    pytest.param("promise.create", create("p:12", **{BRANCH: "p:1"}), [BRANCH], id="branch-nosep"),
+    pytest.param("promise.create", create("p:1:2", **{BRANCH: "p:1"}), [BRANCH], id="branch-colon"),
+    pytest.param("promise.create", create("p:1", **{PARENT: "q"}), [PARENT], id="parent"),
     pytest.param(
         "task.create",
         task_create(targeted("p", **{ORIGIN: "q"})),
@@ -706,7 +713,7 @@ RULE_400: list[Any] = [
     ),
     pytest.param(
         "task.fence",
-        fence("promise.create", create("p.1", **{PARENT: "p.2"})),
+        fence("promise.create", create("p:1", **{PARENT: "p:2"})),
         ["action.data.", PARENT],
         id="parent-fence",
     ),
@@ -761,7 +768,7 @@ RULE_400: list[Any] = [
     ),
     pytest.param(
         "task.fence",
-        fence("promise.create", targeted("p.1", **{"resonate:target": "bash://x"})),
+        fence("promise.create", targeted("p:1", **{"resonate:target": "bash://x"})),
         ["action.data.tags", "resonate:target"],
         id="target-fence",
     ),
@@ -786,9 +793,15 @@ RULE_400: list[Any] = [
     ),
     pytest.param(
         "promise.register_callback",
-        {"awaited": "q.1", "awaiter": "p"},
+        {"awaited": "q:1", "awaiter": "p"},
         ["origin"],
         id="callback-origin",
+    ),
+    pytest.param(
+        "promise.register_callback",
+        {"awaited": "p.1", "awaiter": "p"},
+        ["origin"],
+        id="callback-dotted-root",
     ),
     # §5.8
     pytest.param(
@@ -813,11 +826,11 @@ RULE_400: list[Any] = [
     # §5.12
     pytest.param("task.suspend", suspend(), ["actions", "empty"], id="suspend-empty"),
     pytest.param(
-        "task.suspend", suspend(("p.1", "p.2")), ["actions[0].data.awaiter"], id="suspend-awaiter"
+        "task.suspend", suspend(("p:1", "p:2")), ["actions[0].data.awaiter"], id="suspend-awaiter"
     ),
     pytest.param(
         "task.suspend",
-        suspend(("p.1", "p"), ("p", "p")),
+        suspend(("p:1", "p"), ("p", "p")),
         ["actions[1].data.awaited"],
         id="suspend-self",
     ),
@@ -827,13 +840,19 @@ RULE_400: list[Any] = [
         ["actions[0].data.awaited", "origin"],
         id="suspend-origin",
     ),
+    pytest.param(
+        "task.suspend",
+        suspend(("p:1", "p"), ("p.1", "p")),
+        ["actions[1].data.awaited", "origin"],
+        id="suspend-dotted-root",
+    ),
     # §5.13
     pytest.param(
-        "task.fence", fence("promise.get", {"id": "p.1"}), ["action.kind"], id="fence-kind"
+        "task.fence", fence("promise.get", {"id": "p:1"}), ["action.kind"], id="fence-kind"
     ),
     pytest.param(
         "task.fence",
-        fence("promise.register_callback", {"awaited": "p.1"}),
+        fence("promise.register_callback", {"awaited": "p:1"}),
         ["action.kind"],
         id="fence-kind-callback",
     ),
@@ -851,19 +870,19 @@ RULE_400: list[Any] = [
     ),
     pytest.param(
         "task.fence",
-        fence("promise.settle", {"id": "p.1", "state": "pending"}),
+        fence("promise.settle", {"id": "p:1", "state": "pending"}),
         ["$.action.data.state"],
         id="fence-settle-pending",
     ),
     pytest.param(
         "task.fence",
-        fence("promise.settle", {"id": "p.1"}),
+        fence("promise.settle", {"id": "p:1"}),
         ["`state`", "$.action.data"],
         id="fence-settle-no-state",
     ),
     pytest.param(
         "task.fence",
-        fence("promise.create", {"id": "p.1"}),
+        fence("promise.create", {"id": "p:1"}),
         ["`timeoutAt`", "$.action.data"],
         id="fence-create-no-timeout",
     ),
@@ -873,9 +892,9 @@ RULE_400: list[Any] = [
     # §5.19 and docs/semantics.md
     pytest.param(
         "schedule.create",
-        schedule("s.1", **{"resonate:target": TARGET}),
-        ["schedule id", "."],
-        id="schedule-dot",
+        schedule("s:1", **{"resonate:target": TARGET}),
+        ["schedule id", "':'"],
+        id="schedule-colon",
     ),
     pytest.param(
         "schedule.create",
@@ -944,14 +963,14 @@ def test_several_rule_violations_are_all_reported() -> None:
 
 def test_promise_create_decodes_to_its_typed_values() -> None:
     data = {
-        "id": "p.1",
+        "id": "p:1",
         "timeoutAt": 1_700_000_000_000,
         "param": {"headers": {"h": "v"}, "data": "e30="},
         "tags": {ORIGIN: "p", "resonate:target": TARGET},
     }
     decoded = accept(body("promise.create", data)).data
     assert decoded == PromiseCreateRequest(
-        id="p.1",
+        id="p:1",
         timeout_at=1_700_000_000_000,
         param=Value(headers={"h": "v"}, data="e30="),
         tags={ORIGIN: "p", "resonate:target": TARGET},
@@ -972,11 +991,17 @@ def test_present_empty_headers_are_kept_apart_from_absent_ones() -> None:
 @pytest.mark.parametrize(
     ("tags", "id"),
     [
-        # docs/semantics.md: origins and prefixes may contain dots (detached / scheduled children)
-        ({ORIGIN: "s.1700000000000"}, "s.1700000000000.child"),
+        # ids are ``<origin>:<lineage>``: a root's children join with ':', deeper ones with '.'
+        ({ORIGIN: "r"}, "r:1"),
+        ({ORIGIN: "r"}, "r:1.2"),
+        ({BRANCH: "r:1", ORIGIN: "r"}, "r:1.2"),
+        ({BRANCH: "p:1", PARENT: "p:1", ORIGIN: "p"}, "p:1.2"),
+        ({BRANCH: "p:1.2", PARENT: "p:1.2", ORIGIN: "p"}, "p:1.2.3"),
+        # dots are free in a root (a schedule's promises are ``<schedule>.<timestamp>``)
+        ({ORIGIN: "s.1700000000000"}, "s.1700000000000"),
+        ({ORIGIN: "s.1700000000000"}, "s.1700000000000:1"),
         ({ORIGIN: "p.d1a2b3"}, "p.d1a2b3"),
         ({PREFIX: "s.1700000000000"}, "anything"),
-        ({BRANCH: "p.1", PARENT: "p.1", ORIGIN: "p"}, "p.1.2"),
         ({ORIGIN: "p", BRANCH: "p", PARENT: "p"}, "p"),
         ({"resonate:target": TARGET, DELAY: "999"}, "p"),
         ({"resonate:target": TARGET, DELAY: "0"}, "p"),
@@ -990,24 +1015,24 @@ def test_creations_within_the_rules_are_accepted(tags: dict[str, str], id: str) 
 
 def test_a_fenced_create_may_carry_a_delay() -> None:
     # §5.13: "resonate:delay is allowed here".
-    data = fence("promise.create", targeted("p.1", **{DELAY: "500"}))
+    data = fence("promise.create", targeted("p:1", **{DELAY: "500"}))
     decoded = accept(body("task.fence", data)).data
     assert decoded == TaskFenceRequest(
         id="p",
         version=1,
         action=FenceAction(
             "promise.create",
-            PromiseCreateRequest("p.1", 1000, tags={"resonate:target": TARGET, DELAY: "500"}),
+            PromiseCreateRequest("p:1", 1000, tags={"resonate:target": TARGET, DELAY: "500"}),
         ),
     )
 
 
 def test_a_fenced_settle_decodes_to_a_settle() -> None:
-    data = fence("promise.settle", {"id": "p.1", "state": "rejected_canceled"})
+    data = fence("promise.settle", {"id": "p:1", "state": "rejected_canceled"})
     data["action"]["head"] = {"corrId": "inner", "ignored": True}
     decoded = accept(body("task.fence", data)).data
     assert decoded.action.kind == "promise.settle"
-    assert decoded.action.data == PromiseSettleRequest("p.1", SettleState.REJECTED_CANCELED)
+    assert decoded.action.data == PromiseSettleRequest("p:1", SettleState.REJECTED_CANCELED)
 
 
 @pytest.mark.parametrize("state", ["resolved", "rejected", "rejected_canceled"])
@@ -1034,19 +1059,19 @@ def test_search_limits_within_bounds_are_accepted(limit: int) -> None:
 def test_a_heartbeat_may_be_empty_or_span_origins() -> None:
     # docs/semantics.md: tasks: [] is a 200 that does nothing; several origins are fine.
     assert accept(body("task.heartbeat", {"pid": "w", "tasks": []})).data.tasks == []
-    tasks = [{"id": "a", "version": 1}, {"id": "b.1", "version": 0}, {"id": "", "version": 2}]
+    tasks = [{"id": "a", "version": 1}, {"id": "b:1", "version": 0}, {"id": "", "version": 2}]
     decoded = accept(body("task.heartbeat", {"pid": "w", "tasks": tasks})).data
-    assert [(t.id, t.version) for t in decoded.tasks] == [("a", 1), ("b.1", 0), ("", 2)]
+    assert [(t.id, t.version) for t in decoded.tasks] == [("a", 1), ("b:1", 0), ("", 2)]
 
 
 def test_a_suspend_may_await_several_promises_of_its_origin() -> None:
-    decoded = accept(body("task.suspend", suspend(("p.1", "p"), ("p.2.3", "p"), ("p.1", "p"))))
-    assert [a.data.awaited for a in decoded.data.actions] == ["p.1", "p.2.3", "p.1"]
+    decoded = accept(body("task.suspend", suspend(("p:1", "p"), ("p:2.3", "p"), ("p:1", "p"))))
+    assert [a.data.awaited for a in decoded.data.actions] == ["p:1", "p:2.3", "p:1"]
 
 
 def test_register_callback_within_one_origin_is_accepted() -> None:
-    decoded = accept(body("promise.register_callback", {"awaited": "p", "awaiter": "p.1"})).data
-    assert (decoded.awaited, decoded.awaiter) == ("p", "p.1")
+    decoded = accept(body("promise.register_callback", {"awaited": "p", "awaiter": "p:1"})).data
+    assert (decoded.awaited, decoded.awaiter) == ("p", "p:1")
 
 
 @pytest.mark.parametrize(
@@ -1055,6 +1080,13 @@ def test_register_callback_within_one_origin_is_accepted() -> None:
 def test_listener_addresses_troth_delivers_to_are_accepted(address: str) -> None:
     decoded = accept(body("promise.register_listener", {"awaited": "p", "address": address}))
     assert decoded.data.address == address
+
+
+@pytest.mark.parametrize("id", ["s", "nightly.report", "a.b.c"])
+def test_schedule_ids_may_contain_dots(id: str) -> None:
+    # ids.py: ':' is reserved (a schedule id is the root of the promises it fires), '.' is not
+    decoded = accept(body("schedule.create", schedule(id, **{"resonate:target": TARGET}))).data
+    assert decoded.id == id
 
 
 @pytest.mark.parametrize("cron", ["*/5 * * * *", "0 */5 * * * *", "@daily", "0 0 * * 0,7"])

@@ -30,7 +30,7 @@ FIELDS = [
     "resonate:branch", "resonate:parent", "resonate:delay", "resonate:timer",
 ]  # fmt: skip
 WORDS = [
-    "", "p", "p.1", "p\x00", "resolved", "pending", "rejected_timedout", "acquired",
+    "", "p", "p:1", "p:1.2", "p.1", "p\x00", "resolved", "pending", "rejected_timedout", "acquired",
     "promise.create", "promise.settle", "promise.get", "poll://any@g", "poll://uni@g/w",
     "http://h", "ftp://h", "* * * * *", "@daily", "0 0 30 2 *", "2026-04-01", "10", "-1",
 ]  # fmt: skip

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from .build import Machine, call, ok, schedule_create, snap, spawn, state, tick
+from .build import Machine, call, ok, plain, schedule_create, snap, spawn, state, tick
 
 
 def scenario_debug_start_and_stop_change_nothing(m: Machine) -> None:
-    """debug.start / debug.stop: ``{}``; state untouched."""
-    spawn(m, "p", 100_000, now=0)
+    """debug.start / debug.stop: ``{}``; state untouched.
+
+    The promise is plain (no task, no timeout row) and its deadline far off: on a live server
+    ``debug.stop`` resumes the wall-clock timeouts loop, which would at once fire any deadline
+    set at these 1970 instants, a change that is the loop's doing, not debug.stop's.
+    """
+    plain(m, "p", 10**13, now=0)
     before = snap(m)
     assert ok(m, "debug.start", {}, 1) == {}
     assert ok(m, "debug.stop", {}, 2) == {}

@@ -124,19 +124,19 @@ def scenario_schedule_search_filters_by_promise_tags(m: Machine) -> None:
 
 
 def _branch(m: Machine) -> list[dict]:
-    """Promises around the branch ``r``: the settled ones of branch ``r`` are r.1 and r.4."""
-    plain(m, "r.1", 100_000, now=0, branch="r")
-    ok(m, "promise.settle", settle("r.1", "resolved", {"data": "MQ=="}), 1)
-    plain(m, "r.2", 100_000, now=0, branch="r")  # pending
-    plain(m, "r.3", 100_000, now=0, branch="r.3")  # another branch
-    ok(m, "promise.settle", settle("r.3"), 1)
-    plain(m, "r.4", 1000, now=0, branch="r")
-    ok(m, "promise.settle", settle("r.4", "rejected"), 2)
-    plain(m, "r.5", 1000, now=0, branch="r")  # dead but stored pending
+    """Promises around the branch ``r``: the settled ones of branch ``r`` are r:1 and r:4."""
+    plain(m, "r:1", 100_000, now=0, branch="r")
+    ok(m, "promise.settle", settle("r:1", "resolved", {"data": "MQ=="}), 1)
+    plain(m, "r:2", 100_000, now=0, branch="r")  # pending
+    plain(m, "r:3", 100_000, now=0, branch="r:3")  # another branch
+    ok(m, "promise.settle", settle("r:3"), 1)
+    plain(m, "r:4", 1000, now=0, branch="r")
+    ok(m, "promise.settle", settle("r:4", "rejected"), 2)
+    plain(m, "r:5", 1000, now=0, branch="r")  # dead but stored pending
     tags = {"resonate:branch": "r"}
     return [
-        promise("r.1", "resolved", 100_000, 0, tags=tags, settled_at=1, value={"data": "MQ=="}),
-        promise("r.4", "rejected", 1000, 0, tags=tags, settled_at=2),
+        promise("r:1", "resolved", 100_000, 0, tags=tags, settled_at=1, value={"data": "MQ=="}),
+        promise("r:4", "rejected", 1000, 0, tags=tags, settled_at=2),
     ]
 
 
@@ -170,17 +170,17 @@ def scenario_preload_of_a_task_create_answering_a_fulfilled_task_is_empty(m: Mac
 def scenario_preload_of_task_fence_includes_what_the_fence_settled(m: Machine) -> None:
     """task.fence 200 preload: computed after the inner operation."""
     claim(m, "r", 100_000, now=0, branch="r")
-    plain(m, "r.1", 100_000, now=0, branch="r")
-    body = ok(m, "task.fence", fence("r", 1, "promise.settle", settle("r.1")), 10)
+    plain(m, "r:1", 100_000, now=0, branch="r")
+    body = ok(m, "task.fence", fence("r", 1, "promise.settle", settle("r:1")), 10)
     tags = {"resonate:branch": "r"}
-    assert body["preload"] == [promise("r.1", "resolved", 100_000, 0, tags=tags, settled_at=10)]
+    assert body["preload"] == [promise("r:1", "resolved", 100_000, 0, tags=tags, settled_at=10)]
 
 
 def scenario_preload_of_a_300_suspend_is_the_settled_branch(m: Machine) -> None:
     """task.suspend 300 preload."""
     expected = _branch(m)
     claim(m, "r", 100_000, now=0, branch="r")
-    assert call(m, "task.suspend", suspend("r", 1, "r.2", "r.1"), 10) == (
+    assert call(m, "task.suspend", suspend("r", 1, "r:2", "r:1"), 10) == (
         300,
         {"preload": expected},
     )
@@ -188,7 +188,7 @@ def scenario_preload_of_a_300_suspend_is_the_settled_branch(m: Machine) -> None:
 
 def scenario_preload_is_empty_without_a_branch_tag(m: Machine) -> None:
     """Preload: a task promise with no ``resonate:branch`` gets []."""
-    plain(m, "r.1", 100_000, now=0, branch="r")
-    ok(m, "promise.settle", settle("r.1"), 1)
+    plain(m, "r:1", 100_000, now=0, branch="r")
+    ok(m, "promise.settle", settle("r:1"), 1)
     spawn(m, "r", 100_000, now=0)
     assert ok(m, "task.acquire", acquire("r", 0), 5)["preload"] == []

@@ -241,8 +241,8 @@ def scenario_promise_settle_fulfils_a_suspended_task(m: Machine) -> None:
     """P-03-promise.settle: a suspended task is fulfilled by its own promise's settlement;
     its callback on the awaited promise is scrubbed."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    park(m, "p", 1, 10, "p.1")
+    plain(m, "p:1", 100_000, now=0)
+    park(m, "p", 1, 10, "p:1")
     ok(m, "promise.settle", settle("p", "rejected"), 20)
     s = snap(m)
     assert s["tasks"] == [task("p", "fulfilled", 1)]
@@ -274,9 +274,9 @@ def scenario_promise_settle_scrubs_the_settled_id_from_pending_callbacks(m: Mach
     """P-03-promise.settle: settlement scrub — a settled awaiter is removed from the
     ``callbacks`` of every pending promise."""
     spawn(m, "p", 100_000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    ok(m, "promise.register_callback", callback("p.1", "p"), 1)
-    assert snap(m)["callbacks"] == [awaits("p", "p.1")]
+    plain(m, "p:1", 100_000, now=0)
+    ok(m, "promise.register_callback", callback("p:1", "p"), 1)
+    assert snap(m)["callbacks"] == [awaits("p", "p:1")]
     ok(m, "promise.settle", settle("p", "resolved"), 2)
     assert snap(m)["callbacks"] == []
 
@@ -316,68 +316,68 @@ def scenario_promise_settle_of_a_settled_promise_answers_it_unchanged(m: Machine
 
 def scenario_register_callback_answers_404_when_the_awaited_is_missing(m: Machine) -> None:
     """P-04-promise.register_callback: awaited absent → 404, before the awaiter is looked at."""
-    assert status(m, "promise.register_callback", callback("p.1", "p"), 0) == 404
+    assert status(m, "promise.register_callback", callback("p:1", "p"), 0) == 404
 
 
 def scenario_register_callback_answers_422_when_the_awaiter_is_missing(m: Machine) -> None:
     """P-04-promise.register_callback: awaiter absent → 422."""
-    plain(m, "p.1", 1000, now=0)
-    assert status(m, "promise.register_callback", callback("p.1", "p"), 0) == 422
+    plain(m, "p:1", 1000, now=0)
+    assert status(m, "promise.register_callback", callback("p:1", "p"), 0) == 422
     assert snap(m)["callbacks"] == []
 
 
 def scenario_register_callback_answers_422_when_the_awaiter_has_no_target(m: Machine) -> None:
     """P-04-promise.register_callback: awaiter without ``resonate:target`` → 422."""
-    plain(m, "p.1", 1000, now=0)
+    plain(m, "p:1", 1000, now=0)
     plain(m, "p", 1000, now=0)
-    assert status(m, "promise.register_callback", callback("p.1", "p"), 0) == 422
+    assert status(m, "promise.register_callback", callback("p:1", "p"), 0) == 422
     assert snap(m)["callbacks"] == []
 
 
 def scenario_register_callback_records_a_live_awaiter_on_a_live_promise(m: Machine) -> None:
     """P-04-promise.register_callback: both live → ``addCallback``; answers the awaited."""
     spawn(m, "p", 100_000, now=0)
-    plain(m, "p.1", 50_000, now=0)
-    body = ok(m, "promise.register_callback", callback("p.1", "p"), 10)
-    assert body == {"promise": promise("p.1", "pending", 50_000, 0)}
-    assert snap(m)["callbacks"] == [awaits("p", "p.1")]
+    plain(m, "p:1", 50_000, now=0)
+    body = ok(m, "promise.register_callback", callback("p:1", "p"), 10)
+    assert body == {"promise": promise("p:1", "pending", 50_000, 0)}
+    assert snap(m)["callbacks"] == [awaits("p", "p:1")]
 
 
 def scenario_register_callback_twice_records_the_awaiter_once(m: Machine) -> None:
     """P-04-promise.register_callback: ``addCallback`` deduplicates."""
     spawn(m, "p", 100_000, now=0)
-    plain(m, "p.1", 50_000, now=0)
-    ok(m, "promise.register_callback", callback("p.1", "p"), 10)
-    ok(m, "promise.register_callback", callback("p.1", "p"), 11)
-    assert snap(m)["callbacks"] == [awaits("p", "p.1")]
+    plain(m, "p:1", 50_000, now=0)
+    ok(m, "promise.register_callback", callback("p:1", "p"), 10)
+    ok(m, "promise.register_callback", callback("p:1", "p"), 11)
+    assert snap(m)["callbacks"] == [awaits("p", "p:1")]
 
 
 def scenario_register_callback_ignores_a_dead_awaiter(m: Machine) -> None:
     """P-04-promise.register_callback: awaited live, awaiter past its deadline → 200, no
     write."""
     spawn(m, "p", 1000, now=0)
-    plain(m, "p.1", 50_000, now=0)
-    body = ok(m, "promise.register_callback", callback("p.1", "p"), 1000)
-    assert body == {"promise": promise("p.1", "pending", 50_000, 0)}
+    plain(m, "p:1", 50_000, now=0)
+    body = ok(m, "promise.register_callback", callback("p:1", "p"), 1000)
+    assert body == {"promise": promise("p:1", "pending", 50_000, 0)}
     assert snap(m)["callbacks"] == []
 
 
 def scenario_register_callback_ignores_a_settled_awaiter(m: Machine) -> None:
     """P-04-promise.register_callback: awaiter not pending → 200, no write."""
     spawn(m, "p", 100_000, now=0)
-    plain(m, "p.1", 50_000, now=0)
+    plain(m, "p:1", 50_000, now=0)
     ok(m, "promise.settle", settle("p", "resolved"), 5)
-    ok(m, "promise.register_callback", callback("p.1", "p"), 10)
+    ok(m, "promise.register_callback", callback("p:1", "p"), 10)
     assert snap(m)["callbacks"] == []
 
 
 def scenario_register_callback_on_a_dead_awaited_answers_the_projection(m: Machine) -> None:
     """P-04-promise.register_callback: awaited dead → projected record, no write."""
     spawn(m, "p", 100_000, now=0)
-    plain(m, "p.1", 1000, now=0)
+    plain(m, "p:1", 1000, now=0)
     before = snap(m)
-    body = ok(m, "promise.register_callback", callback("p.1", "p"), 1000)
-    assert body == {"promise": promise("p.1", "rejected_timedout", 1000, 0, settled_at=1000)}
+    body = ok(m, "promise.register_callback", callback("p:1", "p"), 1000)
+    assert body == {"promise": promise("p:1", "rejected_timedout", 1000, 0, settled_at=1000)}
     assert snap(m) == before
 
 
@@ -385,11 +385,11 @@ def scenario_register_callback_on_a_settled_awaited_writes_nothing(m: Machine) -
     """P-04-promise.register_callback: awaited settled → stored record; Lean does not resume
     the awaiter (no direct resume)."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 50_000, now=0)
-    ok(m, "promise.settle", settle("p.1", "resolved"), 5)
+    plain(m, "p:1", 50_000, now=0)
+    ok(m, "promise.settle", settle("p:1", "resolved"), 5)
     before = snap(m)
-    body = ok(m, "promise.register_callback", callback("p.1", "p"), 10)
-    assert body == {"promise": promise("p.1", "resolved", 50_000, 0, settled_at=5)}
+    body = ok(m, "promise.register_callback", callback("p:1", "p"), 10)
+    assert body == {"promise": promise("p:1", "resolved", 50_000, 0, settled_at=5)}
     assert snap(m) == before
     assert before["tasks"] == [leased("p", 1)]
 

@@ -157,8 +157,8 @@ def scenario_task_create_on_an_acquired_task_answers_409(m: Machine) -> None:
 def scenario_task_create_on_a_suspended_task_answers_409(m: Machine) -> None:
     """T-02-task.create: existing task suspended → 409."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    park(m, "p", 1, 1, "p.1")
+    plain(m, "p:1", 100_000, now=0)
+    park(m, "p", 1, 1, "p:1")
     assert status(m, "task.create", task_create("p", 100_000), 2) == 409
 
 
@@ -222,7 +222,7 @@ def _inner(kind: str, status: int, data: object) -> dict:
 
 def scenario_task_fence_answers_404_for_an_unknown_task(m: Machine) -> None:
     """T-04-task.fence: guard step 1 → 404; the action does not run."""
-    data = fence("p", 1, "promise.create", create("p.1", 50_000))
+    data = fence("p", 1, "promise.create", create("p:1", 50_000))
     assert status(m, "task.fence", data, 0) == 404
     assert snap(m) == state()
 
@@ -230,7 +230,7 @@ def scenario_task_fence_answers_404_for_an_unknown_task(m: Machine) -> None:
 def scenario_task_fence_of_a_pending_task_answers_409(m: Machine) -> None:
     """T-04-task.fence: guard step 3, task not acquired → 409; the action does not run."""
     spawn(m, "p", 100_000, now=0)
-    data = fence("p", 0, "promise.create", create("p.1", 50_000))
+    data = fence("p", 0, "promise.create", create("p:1", 50_000))
     assert status(m, "task.fence", data, 1) == 409
     assert [p["id"] for p in snap(m)["promises"]] == ["p"]
 
@@ -238,14 +238,14 @@ def scenario_task_fence_of_a_pending_task_answers_409(m: Machine) -> None:
 def scenario_task_fence_of_a_dead_task_answers_409(m: Machine) -> None:
     """T-04-task.fence: guard step 4, task promise dead → 409."""
     claim(m, "p", 1000, now=0)
-    data = fence("p", 1, "promise.create", create("p.1", 50_000))
+    data = fence("p", 1, "promise.create", create("p:1", 50_000))
     assert status(m, "task.fence", data, 1000) == 409
 
 
 def scenario_task_fence_with_a_stale_version_answers_409(m: Machine) -> None:
     """T-04-task.fence: guard step 5, version mismatch → 409."""
     claim(m, "p", 100_000, now=0)
-    data = fence("p", 0, "promise.settle", settle("p.1"))
+    data = fence("p", 0, "promise.settle", settle("p:1"))
     assert status(m, "task.fence", data, 1) == 409
 
 
@@ -253,23 +253,23 @@ def scenario_task_fence_runs_promise_create(m: Machine) -> None:
     """T-04-task.fence: ``.create r`` → P-02 at the same now; a targeted child gets its task,
     retry and execute."""
     claim(m, "p", 100_000, now=0)
-    data = fence("p", 1, "promise.create", create("p.1", 50_000, TARGETED))
+    data = fence("p", 1, "promise.create", create("p:1", 50_000, TARGETED))
     body = ok(m, "task.fence", data, 10)
-    child = promise("p.1", "pending", 50_000, 10, tags=TARGETED)
+    child = promise("p:1", "pending", 50_000, 10, tags=TARGETED)
     assert body == {"action": _inner("promise.create", 200, {"promise": child}), "preload": []}
     s = snap(m)
-    assert s["promiseTimeouts"] == [timeout("p", 100_000), timeout("p.1", 50_000)]
-    assert s["tasks"] == [leased("p", 1), task("p.1", "pending", 0)]
-    assert s["taskTimeouts"] == [lease("p", TTL), retry("p.1", 10 + R)]
-    assert s["messages"] == [execute("p.1", 0)]
+    assert s["promiseTimeouts"] == [timeout("p", 100_000), timeout("p:1", 50_000)]
+    assert s["tasks"] == [leased("p", 1), task("p:1", "pending", 0)]
+    assert s["taskTimeouts"] == [lease("p", TTL), retry("p:1", 10 + R)]
+    assert s["messages"] == [execute("p:1", 0)]
 
 
 def scenario_task_fence_runs_promise_settle(m: Machine) -> None:
     """T-04-task.fence: ``.settle r`` → P-03 at the same now."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 50_000, now=0)
-    body = ok(m, "task.fence", fence("p", 1, "promise.settle", settle("p.1", "rejected")), 10)
-    settled = promise("p.1", "rejected", 50_000, 0, settled_at=10)
+    plain(m, "p:1", 50_000, now=0)
+    body = ok(m, "task.fence", fence("p", 1, "promise.settle", settle("p:1", "rejected")), 10)
+    settled = promise("p:1", "rejected", 50_000, 0, settled_at=10)
     assert body == {"action": _inner("promise.settle", 200, {"promise": settled}), "preload": []}
 
 
@@ -277,7 +277,7 @@ def scenario_task_fence_carries_the_inner_404_inside_a_200(m: Machine) -> None:
     """T-04-task.fence: the inner response keeps its own status (settle of a missing
     promise → 404) while the fence answers 200."""
     claim(m, "p", 100_000, now=0)
-    body = ok(m, "task.fence", fence("p", 1, "promise.settle", settle("p.1")), 10)
+    body = ok(m, "task.fence", fence("p", 1, "promise.settle", settle("p:1")), 10)
     assert body == {"action": _inner("promise.settle", 404, "Promise not found"), "preload": []}
 
 
@@ -344,36 +344,36 @@ def scenario_task_heartbeat_judges_each_task_on_its_own(m: Machine) -> None:
 
 def scenario_task_suspend_answers_404_for_an_unknown_task(m: Machine) -> None:
     """T-06-task.suspend: guard step 1 → 404."""
-    assert status(m, "task.suspend", suspend("p", 1, "p.1"), 0) == 404
+    assert status(m, "task.suspend", suspend("p", 1, "p:1"), 0) == 404
 
 
 def scenario_task_suspend_of_a_pending_task_answers_409(m: Machine) -> None:
     """T-06-task.suspend: guard step 3, task not acquired → 409."""
     spawn(m, "p", 100_000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    assert status(m, "task.suspend", suspend("p", 0, "p.1"), 1) == 409
+    plain(m, "p:1", 100_000, now=0)
+    assert status(m, "task.suspend", suspend("p", 0, "p:1"), 1) == 409
     assert snap(m)["callbacks"] == []
 
 
 def scenario_task_suspend_of_a_dead_task_answers_409(m: Machine) -> None:
     """T-06-task.suspend: guard step 4, task promise dead → 409."""
     claim(m, "p", 1000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    assert status(m, "task.suspend", suspend("p", 1, "p.1"), 1000) == 409
+    plain(m, "p:1", 100_000, now=0)
+    assert status(m, "task.suspend", suspend("p", 1, "p:1"), 1000) == 409
 
 
 def scenario_task_suspend_with_a_stale_version_answers_409(m: Machine) -> None:
     """T-06-task.suspend: guard step 5, version mismatch → 409."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    assert status(m, "task.suspend", suspend("p", 2, "p.1"), 1) == 409
+    plain(m, "p:1", 100_000, now=0)
+    assert status(m, "task.suspend", suspend("p", 2, "p:1"), 1) == 409
 
 
 def scenario_task_suspend_on_a_missing_promise_answers_422(m: Machine) -> None:
     """T-06-task.suspend: awaited absent → 422, no writes."""
     claim(m, "p", 100_000, now=0)
     before = snap(m)
-    assert status(m, "task.suspend", suspend("p", 1, "p.1"), 1) == 422
+    assert status(m, "task.suspend", suspend("p", 1, "p:1"), 1) == 422
     assert snap(m) == before
 
 
@@ -381,21 +381,21 @@ def scenario_task_suspend_reports_a_later_missing_promise_over_a_settled_one(m: 
     """T-06-task.suspend: the scan goes on after a settled awaited; a later missing one still
     answers 422."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    ok(m, "promise.settle", settle("p.1"), 1)
-    assert status(m, "task.suspend", suspend("p", 1, "p.1", "p.2"), 2) == 422
+    plain(m, "p:1", 100_000, now=0)
+    ok(m, "promise.settle", settle("p:1"), 1)
+    assert status(m, "task.suspend", suspend("p", 1, "p:1", "p:2"), 2) == 422
 
 
 def scenario_task_suspend_on_a_settled_promise_answers_300(m: Machine) -> None:
     """T-06-task.suspend: an awaited promise settled → 300; task stays acquired with its
     lease; buffered resumes are dropped; no callback registered."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    plain(m, "p.2", 100_000, now=0)
-    ok(m, "promise.register_callback", callback("p.1", "p"), 1)
-    ok(m, "promise.settle", settle("p.1"), 2)
+    plain(m, "p:1", 100_000, now=0)
+    plain(m, "p:2", 100_000, now=0)
+    ok(m, "promise.register_callback", callback("p:1", "p"), 1)
+    ok(m, "promise.settle", settle("p:1"), 2)
     assert snap(m)["tasks"] == [leased("p", 1, resumes=1)]
-    assert call(m, "task.suspend", suspend("p", 1, "p.2", "p.1"), 3) == (300, {"preload": []})
+    assert call(m, "task.suspend", suspend("p", 1, "p:2", "p:1"), 3) == (300, {"preload": []})
     s = snap(m)
     assert s["tasks"] == [leased("p", 1)]
     assert s["taskTimeouts"] == [lease("p", TTL)]
@@ -405,8 +405,8 @@ def scenario_task_suspend_on_a_settled_promise_answers_300(m: Machine) -> None:
 def scenario_task_suspend_on_a_dead_promise_answers_300(m: Machine) -> None:
     """T-06-task.suspend: an awaited promise past its deadline counts as settled → 300."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 1000, now=0)
-    assert call(m, "task.suspend", suspend("p", 1, "p.1"), 1000) == (300, {"preload": []})
+    plain(m, "p:1", 1000, now=0)
+    assert call(m, "task.suspend", suspend("p", 1, "p:1"), 1000) == (300, {"preload": []})
     assert snap(m)["tasks"] == [leased("p", 1)]
 
 
@@ -414,11 +414,11 @@ def scenario_task_suspend_parks_the_task_on_pending_promises(m: Machine) -> None
     """T-06-task.suspend: all pending → ``addCallback`` on each awaited, task suspended with
     pid/ttl/resumes cleared, lease deleted."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    plain(m, "p.2", 100_000, now=0)
-    assert ok(m, "task.suspend", suspend("p", 1, "p.1", "p.2"), 5) == {}
+    plain(m, "p:1", 100_000, now=0)
+    plain(m, "p:2", 100_000, now=0)
+    assert ok(m, "task.suspend", suspend("p", 1, "p:1", "p:2"), 5) == {}
     s = snap(m)
-    assert s["callbacks"] == [awaits("p", "p.1"), awaits("p", "p.2")]
+    assert s["callbacks"] == [awaits("p", "p:1"), awaits("p", "p:2")]
     assert s["tasks"] == [task("p", "suspended", 1)]
     assert s["taskTimeouts"] == []
 
@@ -426,9 +426,9 @@ def scenario_task_suspend_parks_the_task_on_pending_promises(m: Machine) -> None
 def scenario_task_suspend_on_the_same_promise_twice_registers_once(m: Machine) -> None:
     """T-06-task.suspend: duplicates are absorbed by ``addCallback``."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    park(m, "p", 1, 5, "p.1", "p.1")
-    assert snap(m)["callbacks"] == [awaits("p", "p.1")]
+    plain(m, "p:1", 100_000, now=0)
+    park(m, "p", 1, 5, "p:1", "p:1")
+    assert snap(m)["callbacks"] == [awaits("p", "p:1")]
 
 
 # -- T-07 task.fulfill ----------------------------------------------------------------------
@@ -485,8 +485,8 @@ def scenario_task_fulfill_scrubs_the_task_from_pending_callbacks(m: Machine) -> 
     """T-07-task.fulfill: settlement scrub — the fulfilled task's registration as an awaiter
     is dropped from every pending promise."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    ok(m, "promise.register_callback", callback("p.1", "p"), 1)
+    plain(m, "p:1", 100_000, now=0)
+    ok(m, "promise.register_callback", callback("p:1", "p"), 1)
     ok(m, "task.fulfill", fulfill("p", 1), 2)
     assert snap(m)["callbacks"] == []
 
@@ -531,9 +531,9 @@ def scenario_task_release_returns_the_task_to_pending(m: Machine) -> None:
 def scenario_task_release_keeps_buffered_resumes(m: Machine) -> None:
     """T-08-task.release: ``resumes`` is not touched."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    ok(m, "promise.register_callback", callback("p.1", "p"), 1)
-    ok(m, "promise.settle", settle("p.1"), 2)
+    plain(m, "p:1", 100_000, now=0)
+    ok(m, "promise.register_callback", callback("p:1", "p"), 1)
+    ok(m, "promise.settle", settle("p:1"), 2)
     ok(m, "task.release", task_id("p", 1), 3)
     assert snap(m)["tasks"] == [task("p", "pending", 1, resumes=1)]
 
@@ -584,12 +584,12 @@ def scenario_task_halt_halts_an_acquired_task_and_drops_its_lease(m: Machine) ->
 def scenario_task_halt_of_a_suspended_task_keeps_its_callbacks(m: Machine) -> None:
     """T-09-task.halt: suspended → halted; its callbacks stay registered."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    park(m, "p", 1, 1, "p.1")
+    plain(m, "p:1", 100_000, now=0)
+    park(m, "p", 1, 1, "p:1")
     ok(m, "task.halt", task_id("p"), 2)
     s = snap(m)
     assert s["tasks"] == [task("p", "halted", 1)]
-    assert s["callbacks"] == [awaits("p", "p.1")]
+    assert s["callbacks"] == [awaits("p", "p:1")]
 
 
 def scenario_task_halt_halts_a_task_whose_promise_is_dead(m: Machine) -> None:
@@ -627,10 +627,10 @@ def scenario_task_continue_returns_a_halted_task_to_pending(m: Machine) -> None:
 def scenario_task_continue_keeps_buffered_resumes(m: Machine) -> None:
     """T-10-task.continue: ``{ t with state := .pending }`` keeps resumes."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    ok(m, "promise.register_callback", callback("p.1", "p"), 1)
+    plain(m, "p:1", 100_000, now=0)
+    ok(m, "promise.register_callback", callback("p:1", "p"), 1)
     ok(m, "task.halt", task_id("p"), 2)
-    ok(m, "promise.settle", settle("p.1"), 3)
+    ok(m, "promise.settle", settle("p:1"), 3)
     ok(m, "task.continue", task_id("p"), 4)
     assert snap(m)["tasks"] == [task("p", "pending", 1, resumes=1)]
 

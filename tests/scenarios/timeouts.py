@@ -86,11 +86,11 @@ def scenario_promise_timeout_unblocks_listeners_and_wakes_awaiters(m: Machine) -
     """02-timeouts onPromiseTimeout: the tail sends unblocks with the timed-out record and
     resumes awaiters at the tick's now (retry at time+R)."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 3000, now=0, timer="true")
-    ok(m, "promise.register_listener", listen("p.1", L1), 1)
-    park(m, "p", 1, 10, "p.1")
+    plain(m, "p:1", 3000, now=0, timer="true")
+    ok(m, "promise.register_listener", listen("p:1", L1), 1)
+    park(m, "p", 1, 10, "p:1")
     tick(m, 4000)
-    resolved = promise("p.1", "resolved", 3000, 0, tags=TIMER, settled_at=3000)
+    resolved = promise("p:1", "resolved", 3000, 0, tags=TIMER, settled_at=3000)
     assert snap(m) == state(
         promises=[promise("p", "pending", 100_000, 0, tags=TARGETED), resolved],
         promiseTimeouts=[timeout("p", 100_000)],
@@ -104,8 +104,8 @@ def scenario_promise_timeout_scrubs_the_timed_out_awaiter(m: Machine) -> None:
     """02-timeouts onPromiseTimeout: settlement scrub — the timed-out promise leaves every
     pending promise's callbacks."""
     spawn(m, "p", 1000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    ok(m, "promise.register_callback", callback("p.1", "p"), 1)
+    plain(m, "p:1", 100_000, now=0)
+    ok(m, "promise.register_callback", callback("p:1", "p"), 1)
     tick(m, 1000)
     assert snap(m)["callbacks"] == []
 
@@ -163,9 +163,9 @@ def scenario_lease_timeout_returns_the_task_to_pending(m: Machine) -> None:
 def scenario_lease_timeout_keeps_buffered_resumes(m: Machine) -> None:
     """02-timeouts onTaskLeaseTimeout: ``{ t with state, pid, ttl }`` keeps resumes."""
     claim(m, "p", 100_000, now=0)
-    plain(m, "p.1", 100_000, now=0)
-    ok(m, "promise.register_callback", callback("p.1", "p"), 1)
-    ok(m, "promise.settle", settle("p.1"), 2)
+    plain(m, "p:1", 100_000, now=0)
+    ok(m, "promise.register_callback", callback("p:1", "p"), 1)
+    ok(m, "promise.settle", settle("p:1"), 2)
     tick(m, TTL)
     assert snap(m)["tasks"] == [task("p", "pending", 1, resumes=1)]
 

@@ -108,12 +108,12 @@ def test_task_suspend_on_a_settled_promise_is_a_real_http_300(server: TrothServe
     }
     claimed = server.ok("task.create", {"pid": "w1", "ttl": 60000, "action": create})
     version = claimed["task"]["version"]
-    server.create_promise("root.1")
-    server.ok("promise.settle", {"id": "root.1", "state": "resolved"})
+    server.create_promise("root:1")
+    server.ok("promise.settle", {"id": "root:1", "state": "resolved"})
     callback = {
         "kind": "promise.register_callback",
         "head": {"corrId": "inner", "version": "2026-04-01"},
-        "data": {"awaited": "root.1", "awaiter": "root"},
+        "data": {"awaited": "root:1", "awaiter": "root"},
     }
     suspend = {"id": "root", "version": version, "actions": [callback]}
     request = server.envelope("task.suspend", suspend)

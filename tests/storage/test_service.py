@@ -69,16 +69,19 @@ def task_create_breaking_a_check(id: str) -> Request:
     return Request("task.create", "c", TaskCreateRequest("w", -1, action))
 
 
-def hold_writer(service: SqliteService) -> threading.Event:
-    """Keep the writer busy until the returned event is set, so requests queue behind it."""
+async def hold_writer(service: SqliteService) -> threading.Event:
+    """Keep the writer busy until the returned event is set, so requests queue behind it:
+    one write's commit waits in the commit thread behind a blocked job."""
     started, release = threading.Event(), threading.Event()
 
-    def block(store: SqliteStore) -> None:
+    def block() -> None:
         started.set()
         release.wait(10)
 
-    service._writer.submit(block)
+    service._writer.commit_thread.submit(block)
     assert started.wait(10)
+    service._writer.submit(lambda store: None)
+    await asyncio.sleep(0)  # its batch begins, and its commit queues behind ``block``
     return release
 
 
@@ -92,7 +95,7 @@ def test_concurrent_requests_commit_together(tmp_path: Path) -> None:
     async def scenario() -> None:
         service = SqliteService(str(tmp_path / "t.db"))
         before = service.commits
-        release = hold_writer(service)
+        release = await hold_writer(service)
         tasks = await submitted([targeted(f"p{i}") for i in range(100)], service)
         release.set()
         replies = await asyncio.gather(*tasks)
@@ -128,7 +131,7 @@ def test_many_concurrent_writers_all_commit_and_share_commits(tmp_path: Path) ->
 def test_a_failing_request_is_rolled_back_alone(tmp_path: Path) -> None:
     async def scenario() -> None:
         service = SqliteService(str(tmp_path / "t.db"))
-        release = hold_writer(service)
+        release = await hold_writer(service)
         requests = [targeted(f"a{i}") for i in range(10)]
         requests += [task_create_breaking_a_check("bad")]
         requests += [targeted(f"b{i}") for i in range(10)]
@@ -152,7 +155,7 @@ def test_reads_do_not_wait_behind_writes(tmp_path: Path) -> None:
     async def scenario() -> None:
         service = SqliteService(str(tmp_path / "t.db"))
         await service.handle(create("p"), 0)
-        release = hold_writer(service)
+        release = await hold_writer(service)
         try:
             reply = await asyncio.wait_for(service.handle(get("p"), 0), timeout=5)
             assert reply.status == 200

@@ -119,12 +119,12 @@ def test_task_timeouts_are_keyed_by_id_and_kind(store: SqliteStore) -> None:
 
 def test_settled_in_branch_lists_settled_records_by_id(store: SqliteStore) -> None:
     settled = PromiseState.REJECTED
-    for id, state in (("b.2", settled), ("b.1", settled), ("b", settled), ("b.3", None)):
+    for id, state in (("b:2", settled), ("b:1", settled), ("b", settled), ("b:3", None)):
         record = pending(id, **{"resonate:branch": "b"})
         if state is not None:
             record = PromiseRecord(id, state, Value(), Value(), record.tags, 1000, 0, 1)
         store.set_promise(record)
-    assert [p.id for p in store.settled_in_branch("b", excluding="b")] == ["b.1", "b.2"]
+    assert [p.id for p in store.settled_in_branch("b", excluding="b")] == ["b:1", "b:2"]
 
 
 def test_a_check_violation_raises_and_writes_nothing(store: SqliteStore) -> None:

@@ -144,7 +144,7 @@ def test_suspending_on_a_promise_that_settles_meanwhile_never_loses_the_wake_up(
 ) -> None:
     async def scenario(a: PostgresService, b: PostgresService) -> None:
         for i in range(20):
-            task, awaited = f"o{i}", f"o{i}.child"
+            task, awaited = f"o{i}", f"o{i}:child"
             create_task = {
                 "pid": "w",
                 "ttl": 60_000,
@@ -204,7 +204,7 @@ def test_two_servers_sweeping_the_same_timeouts_fire_each_once(url: str) -> None
 
 def test_locks_taken_in_opposite_orders_deadlock_and_are_retried(url: str) -> None:
     async def scenario(a: PostgresService, b: PostgresService) -> None:
-        pairs = [(f"d{i}", f"d{i}.x") for i in range(4)]
+        pairs = [(f"d{i}", f"d{i}:x") for i in range(4)]
         await spread(a, b, [targeted(id) for pair in pairs for id in pair])
         before = await deadlocks(url)
         with connect(url) as holder:

@@ -9,10 +9,11 @@ stale one.
 What it aims for, so that every handler path is reached:
 
 - a small pool of colliding ids: three families of a root and two children (``a0``,
-  ``a0.1``, ``a0.2``); children share their root's origin, so callbacks and suspensions
-  pass the same-origin door, and ``resonate:branch`` tags make preloads non-trivial. Now
-  and then a family moves to a new generation (``a1``, ...), since settled ids are settled
-  for good; the previous generation stays reachable for stale requests;
+  ``a0:1``, ``a0:2``, as ids are ``<origin>:<lineage>``); children share their root's
+  origin, so callbacks and suspensions pass the same-origin door, and ``resonate:branch``
+  tags make preloads non-trivial. Now and then a family moves to a new generation (``a1``,
+  ...), since settled ids are settled for good; the previous generation stays reachable for
+  stale requests;
 - worker-like task traffic: acquire what the outbox offered, at the offered version, and
   act on what it holds (release, fulfil, suspend, fence, heartbeat);
 - promises that are targeted, timers, both, plain (internal), delayed, born dead, or with
@@ -29,13 +30,14 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from troth.protocol.records import BRANCH, DELAY, ORIGIN, PARENT, TARGET, TIMER, origin
+from troth.protocol.ids import LINEAGE_SEP, ORIGIN_SEP, child_id, origin
+from troth.protocol.records import BRANCH, DELAY, ORIGIN, PARENT, TARGET, TIMER
 
 VERSION = "2026-04-01"
 START = 1_700_000_000_000  # a realistic epoch instant (ms), so crons see real dates
 
 FAMILIES = ("a", "b", "c")
-GHOSTS = ("z", "a0.9")  # never created: for 404s
+GHOSTS = ("z", "a0:9")  # never created: for 404s
 SCHEDULES = ("s1", "s2")
 PIDS = ("w1", "w2")
 MAX_OFFERS = 8
@@ -152,16 +154,18 @@ class Workload(Iterator[Envelope]):
         The oracle never empties its outbox, so an execute counts as delivered when it first
         appears (or changes); a worker keeps only the few most recent offers.
         """
-        outbox = set()
+        # A dict keeps the snapshot's order: iterating a set of strings would depend on
+        # PYTHONHASHSEED, and a seed must replay the same stream in every process.
+        outbox: dict[tuple[str, str, int], None] = {}
         for entry in messages:
             if entry["message"]["kind"] == "execute":
                 task = entry["message"]["data"]["task"]
-                outbox.add((entry["address"], task["id"], task["version"]))
-        for _, id, version in outbox - self.outbox:
+                outbox[entry["address"], task["id"], task["version"]] = None
+        for _, id, version in (e for e in outbox if e not in self.outbox):
             self._saw(id, version)
             self.offers.pop(id, None)
             self.offers[id] = version
-        self.outbox = outbox
+        self.outbox = set(outbox)
         while len(self.offers) > MAX_OFFERS:
             del self.offers[next(iter(self.offers))]
 
@@ -260,8 +264,8 @@ class Workload(Iterator[Envelope]):
             tags[BRANCH] = origin(id)
         if self._chance(0.3):
             tags[ORIGIN] = origin(id)
-        if "." in id and self._chance(0.3):
-            tags[PARENT] = id.rsplit(".", 1)[0]
+        if ORIGIN_SEP in id and self._chance(0.3):
+            tags[PARENT] = parent_id(id)
         return tags
 
     def _create_data(self, id: str, *, targeted: bool | None = None, delay: bool = True) -> Data:
@@ -325,7 +329,7 @@ class Workload(Iterator[Envelope]):
         awaiter = self._id()
         awaited = self._kin(awaiter)
         if self.broken:
-            awaited = self.rng.choice((awaiter, "q.1"))  # self, or another origin
+            awaited = self.rng.choice((awaiter, "q:1"))  # self, or another origin
         return {"awaited": awaited, "awaiter": awaiter}
 
     def _register_listener(self) -> Data:
@@ -388,7 +392,7 @@ class Workload(Iterator[Envelope]):
         awaited = [self._kin(id) for _ in range(self.rng.randint(1, 2))]
         if self.broken:
             data["version"] = max(0, data["version"])
-            awaited = self.rng.choice(([], [id], ["q.1"]))
+            awaited = self.rng.choice(([], [id], ["q:1"]))
         data["actions"] = [
             self._action("promise.register_callback", {"awaited": a, "awaiter": id})
             for a in awaited
@@ -410,7 +414,7 @@ class Workload(Iterator[Envelope]):
         return data
 
     def _task_heartbeat(self) -> Data:
-        ids = list({self._task_id() for _ in range(self.rng.randint(0, 3))})
+        ids = list(dict.fromkeys(self._task_id() for _ in range(self.rng.randint(0, 3))))
         pid = self.rng.choice(PIDS)
         if ids and self._chance(0.7):
             pid = self.holders.get(ids[0], pid)
@@ -440,7 +444,7 @@ class Workload(Iterator[Envelope]):
             if breakage == "cron":
                 data["cron"] = "every day"
             elif breakage == "id":
-                data["id"] = "s.1"
+                data["id"] = "s:1"  # ':' is reserved in schedule ids
             else:
                 del tags[TARGET]
         return data
@@ -450,4 +454,12 @@ class Workload(Iterator[Envelope]):
 
 
 def family_ids(root: str) -> tuple[str, str, str]:
-    return (root, f"{root}.1", f"{root}.2")
+    return (root, child_id(root, "1"), child_id(root, "2"))
+
+
+def parent_id(id: str) -> str:
+    """The id one level up: ``r:1.2 -> r:1 -> r`` (for a child id only)."""
+    lineage = id.split(ORIGIN_SEP, 1)[1]
+    if LINEAGE_SEP in lineage:
+        return id.rsplit(LINEAGE_SEP, 1)[0]
+    return origin(id)

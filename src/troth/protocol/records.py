@@ -113,8 +113,3 @@ def is_timer(tags: Tags) -> bool:
 def timed_out_state(tags: Tags) -> PromiseState:
     """The verdict a deadline gives: timers resolve, everything else times out."""
     return PromiseState.RESOLVED if is_timer(tags) else PromiseState.REJECTED_TIMEDOUT
-
-
-def origin(id: str) -> str:
-    """The root of an id's call tree: the text before the first dot."""
-    return id.split(".", 1)[0]

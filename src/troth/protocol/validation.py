@@ -3,8 +3,8 @@
 These follow the reference server's rules (wire-protocol.md §4.3, §5, Appendix B) with
 troth's decisions where they break the official SDKs:
 
-- ``resonate:origin`` and ``resonate:prefix`` may contain dots, because the Python SDK's
-  detached children and both SDKs' schedule-fired children carry such origins;
+- ids are ``<origin>:<lineage>`` as the current official SDKs mint them (see ``ids``):
+  ``:`` is reserved in ``resonate:origin`` and schedule ids, ``.`` is allowed everywhere;
 - ``task.heartbeat`` accepts an empty list (as the Lean spec does) and tasks of several
   origins (the Python SDK batches every task of a process into one heartbeat).
 """
@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from troth.protocol import addresses, cron
-from troth.protocol.records import BRANCH, DELAY, ORIGIN, PARENT, TARGET, origin
+from troth.protocol.ids import ORIGIN_SEP, descends, origin
+from troth.protocol.records import BRANCH, DELAY, ORIGIN, PARENT, TARGET
 from troth.protocol.requests import (
     PromiseCreateRequest,
     PromiseRegisterCallbackRequest,
@@ -30,19 +31,17 @@ from troth.protocol.requests import (
 MAX_LIMIT = 1000
 
 
-def _prefixed(id: str, prefix: str) -> bool:
-    return id == prefix or id.startswith(prefix + ".")
-
-
 def promise_create(req: PromiseCreateRequest, where: str = "") -> list[str]:
     """The rules for every shape of promise creation (plain, in task.create, fenced)."""
     errors: list[str] = []
     tags = req.tags
     if "\x00" in req.id:
         errors.append(f"{where}id must not contain null bytes")
+    if ORIGIN_SEP in tags.get(ORIGIN, ""):
+        errors.append(f"{ORIGIN} must not contain '{ORIGIN_SEP}': it names a root id")
     for tag in (ORIGIN, BRANCH, PARENT):
-        if tag in tags and not _prefixed(req.id, tags[tag]):
-            errors.append(f"{where}id must equal {tag} or start with it followed by '.'")
+        if tag in tags and not descends(req.id, tags[tag]):
+            errors.append(f"{where}id must equal {tag} or extend it ({tags[tag]!r} + ':' or '.')")
     if TARGET in tags and not addresses.is_valid(tags[TARGET]):
         errors.append(
             f"Invalid {TARGET} address {tags[TARGET]!r} in {where}tags: use poll://… or http(s)://…"
@@ -114,8 +113,8 @@ def task_fence(req: TaskFenceRequest) -> list[str]:
 
 def schedule_create(req: ScheduleCreateRequest) -> list[str]:
     errors: list[str] = []
-    if "." in req.id:
-        errors.append("schedule id must not contain '.'")
+    if ORIGIN_SEP in req.id:
+        errors.append("schedule id must not contain ':': it is the root of the promises it fires")
     if not cron.is_valid(req.cron):
         errors.append(
             f"Invalid cron expression {req.cron!r}: use 5 fields (or 6 with leading seconds)"
