@@ -116,7 +116,45 @@ function* recover(ctx, tag, n) {
   return out;
 }
 
-const WORKFLOWS = { hello, steps, square, fanout, callee, caller, sleeper, waiter, recover };
+// --- cross-SDK calls (tests/interop/test_cross_rpc.py) ----------------------------------
+
+function* echo(_ctx, ...args) {
+  return args;
+}
+
+function* boom(_ctx, message) {
+  const err = new Error(message);
+  err.name = "BoomError";
+  throw err;
+}
+
+function* aggregate(_ctx, message) {
+  throw new AggregateError([new Error("first"), new RangeError("second")], message);
+}
+
+function* nothing(_ctx) {}
+
+// `func(...args)` on group `target`, its value returned as this workflow's own.
+function* relay(ctx, target, func, ...args) {
+  return yield* ctx.rpc(func, ...args, ctx.options({ target }));
+}
+
+// `func(...args)` on group `target`, expected to fail: what the failure looked like here.
+function* catcher(ctx, target, func, ...args) {
+  try {
+    const value = yield* ctx.rpc(func, ...args, ctx.options({ target }));
+    return { isError: false, value };
+  } catch (err) {
+    const out = { isError: err instanceof Error, name: err?.name, message: err?.message };
+    if (err instanceof AggregateError) out.errors = err.errors.map((e) => [e.name, e.message]);
+    return out;
+  }
+}
+
+const WORKFLOWS = {
+  hello, steps, square, fanout, callee, caller, sleeper, waiter, recover,
+  echo, boom, aggregate, nothing, relay, catcher,
+};
 
 // --- modes ----------------------------------------------------------------------------
 

@@ -67,16 +67,16 @@ async def test_per_call_options_reach_the_child_promise():
     @app.register
     async def flow(ctx: Context) -> list[str]:
         await ctx.rpc("work", version=3, timeout=timedelta(minutes=1), target="elsewhere")
-        await ctx.run(str, 1, id="flow.custom")
+        await ctx.run(str, 1, id="flow:custom")
         return ["ok"]
 
     async with app:
         assert await app.run("flow", flow).result() == ["ok"]
-        child = await app.promises.get("flow.0")
+        child = await app.promises.get("flow:0")
         assert child.param() == {"func": "work", "args": [], "version": 3}
         assert child.tags["resonate:target"] == "poll://any@elsewhere"
         assert child.record.timeout_at - child.record.created_at == 60_000
-        custom = await app.promises.get("flow.custom")
+        custom = await app.promises.get("flow:custom")
         assert custom.tags["resonate:parent"] == "flow"
         assert custom.tags["troth:step"] == "run:str"
 

@@ -108,7 +108,7 @@ async def test_gather_fans_out_and_in_with_ids_in_call_order(make_app, uid):
 
     async with app:
         assert await result(app, f"{uid}-fan", fan, 4) == [0, 1, 4, 9, 100, 101, 102, 103]
-        child = await app.promises.get(f"{uid}-fan.2")
+        child = await app.promises.get(f"{uid}-fan:2")
         assert child.param() == {"func": "square", "args": [2], "version": 1}
 
 
@@ -126,7 +126,7 @@ async def test_external_promise_is_settled_from_outside(make_app, uid):
     async with app:
         handle = app.run(f"{uid}-approve", approve, 10)
         promise_id = await asyncio.wait_for(asked.get(), WAIT)
-        assert promise_id == f"{uid}-approve.0"
+        assert promise_id == f"{uid}-approve:0"
         await app.promises.resolve(promise_id, True)
         assert await asyncio.wait_for(handle.result(), WAIT) == "approved"
 
@@ -165,7 +165,11 @@ async def test_detached_starts_an_independent_execution(make_app, uid):
         await asyncio.wait_for(done.wait(), WAIT)
         assert await asyncio.wait_for(app.get(child_id).result(), WAIT) == 7
         record = (await app.promises.get(child_id)).record
-        assert record.tags["resonate:origin"] == child_id
+        # ``resonate:origin`` names a root (no ':'), so the detached child keeps its tree's
+        # origin and starts a branch of its own.
+        assert child_id == f"{uid}-parent:0"
+        assert record.tags["resonate:origin"] == f"{uid}-parent"
+        assert record.tags["resonate:branch"] == child_id
 
 
 async def test_errors_round_trip_with_their_type(make_app, uid):

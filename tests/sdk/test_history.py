@@ -43,7 +43,7 @@ async def start_and_park(db: Path, flow, id: str, version: int = 1) -> str:
         app.run(id, "flow")
         while True:
             await app.settle()
-            for candidate in (f"{id}.1", f"{id}.0"):
+            for candidate in (f"{id}:1", f"{id}:0"):
                 try:
                     promise = await app.promises.get(candidate)
                 except Exception:
@@ -114,7 +114,7 @@ async def test_an_execution_stays_pinned_to_the_version_it_started_with(tmp_path
         await app.promises.resolve(approval, "ok")
         assert await asyncio.wait_for(app.get("pinned").result(), 10) == "v1:ok"
         fresh = app.run("fresh", "flow")
-        fresh_approval = "fresh.1"
+        fresh_approval = "fresh:1"
         for _ in range(100):
             await app.settle()
             try:

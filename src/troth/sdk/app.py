@@ -2,15 +2,16 @@
 
 With no ``url`` it is embedded: the engine runs in this process on a SQLite file (default
 ``./troth.db``), so a single process needs no server and keeps durability. With a ``url``
-it is a client and worker of that server, receiving work for its ``group``. Both modes
-run the same worker loop over the same ``Network`` seam.
+it is a client and worker of that server, receiving work for its ``group``; given several
+URLs (servers sharing one PostgreSQL database), it moves on to the next when one fails.
+Both modes run the same worker loop over the same ``Network`` seam.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
@@ -40,7 +41,7 @@ DEFAULT_DB = "troth.db"
 class Troth:
     def __init__(
         self,
-        url: str | None = None,
+        url: str | Sequence[str] | None = None,
         group: str = "default",
         db: str | None = None,
         *,
@@ -234,7 +235,8 @@ class Troth:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         opts: Options,
-    ) -> None:
+    ) -> asyncio.Task[None] | None:
+        """Create the execution; the job driving it here, if ``task.create`` handed it over."""
         data: dict[str, Any] = {"func": entry.name, "args": list(args), "version": entry.version}
         if kwargs:
             data["kwargs"] = kwargs
@@ -244,15 +246,17 @@ class Troth:
         create = PromiseCreateRequest(id, at, self.codec.encode(data), tags)
         action = CreateAction("promise.create", {"corrId": corr_id(), "version": VERSION}, create)
         request = TaskCreateRequest(self.pid, self.ttl_ms, action)
+        sent = self.clock.now()
         status, body = await self.runtime.network.send("task.create", request)
         if status in (409, 422):
-            return  # it exists and someone else holds it, or it is a plain promise: join
+            return None  # it exists and someone else holds it, or it is a plain promise: join
         if status != 200 or not isinstance(body, TaskClaimResponse):
             raise ServerError("task.create", status, str(body))
         if body.task is not None and body.task.state == TaskState.ACQUIRED:
-            worker.spawn(worker.drive(body.task, body.promise, body.preload))
-        elif body.promise.state != PromiseState.PENDING:
+            return worker.spawn(worker.drive(body.task, body.promise, body.preload, sent))
+        if body.promise.state != PromiseState.PENDING:
             self.runtime.settled.add(body.promise)
+        return None
 
     async def _create(self, request: PromiseCreateRequest) -> None:
         status, body = await self.runtime.network.send("promise.create", request)

@@ -46,7 +46,7 @@ class Handle(Generic[T]):
     """An execution (or any promise) by id; ``await handle.result()`` for its outcome."""
 
     def __init__(
-        self, app: Troth, id: str, hint: Any = None, started: asyncio.Future[None] | None = None
+        self, app: Troth, id: str, hint: Any = None, started: asyncio.Future[Any] | None = None
     ) -> None:
         self._app = app
         self._hint = hint
@@ -61,7 +61,12 @@ class Handle(Generic[T]):
     async def settled(self) -> PromiseRecord:
         """The settled promise record, once it is settled."""
         if self._started is not None:
-            await self._started
+            driving = await self._started
+            if isinstance(driving, asyncio.Task):
+                # Started and driven here: its fulfil lands in this process's cache, so
+                # wait for the drive rather than register a listener (a write) first. If
+                # the drive ends unsettled (suspended, released), listen as usual below.
+                await asyncio.wait([driving])
         return await self._app.waiter.settled(self.id)
 
     async def done(self) -> bool:

@@ -10,14 +10,17 @@ Typed values: the wire holds plain JSON, so rich types come back through the typ
 the function that receives them (``convert``): dataclasses, msgspec structs and pydantic
 models round-trip when the signature says so. Exceptions are encoded as
 ``{"__type": "error", "name", "message", "stack", "module"}``, the shape the TypeScript SDK
-also reads and writes, and come back as the same exception type when it is loaded in this
-process, else as ``RemoteError``; either way with the remote traceback text attached.
+also reads and writes (an exception group as its ``aggregate_error``, which adds ``errors``),
+and come back as the same exception type when it is loaded in this process, else as
+``RemoteError``; either way with the remote traceback text attached. A value with no
+``troth:codec`` header (what the official SDKs write) is read as JSON.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import inspect
 import sys
 import traceback
@@ -130,7 +133,17 @@ def convert(obj: Any, hint: Any) -> Any:
 
 
 def parameter_hints(fn: Callable[..., Any]) -> tuple[list[tuple[str, Any, Any]], Any]:
-    """Each parameter as (name, kind, type hint), and the return hint, for ``convert``."""
+    """Each parameter as (name, kind, type hint), and the return hint, for ``convert``.
+
+    Remembered per function: ``ctx.run`` asks on every call, and resolving a signature's
+    type hints costs more than a cheap step (the result must not be mutated)."""
+    try:
+        return _remembered_hints(fn)
+    except TypeError:  # an unhashable callable (a bound method of an unhashable object)
+        return _hints(fn)
+
+
+def _hints(fn: Callable[..., Any]) -> tuple[list[tuple[str, Any, Any]], Any]:
     try:
         hints = typing.get_type_hints(fn)
     except Exception:
@@ -143,12 +156,25 @@ def parameter_hints(fn: Callable[..., Any]) -> tuple[list[tuple[str, Any, Any]],
     return params, hints.get("return")
 
 
+_remembered_hints = functools.lru_cache(maxsize=1024)(_hints)
+
+
 # -- errors ---------------------------------------------------------------------------------
 
 
 def error_to_json(error: BaseException) -> dict[str, Any]:
     kind = type(error)
     stack = "".join(traceback.format_exception(error))
+    if isinstance(error, BaseExceptionGroup):
+        # The TypeScript SDK's AggregateError shape: a TS caller gets an AggregateError.
+        return {
+            "__type": AGGREGATE_ERROR,
+            "name": kind.__qualname__,
+            "module": kind.__module__,
+            "message": error.message,
+            "stack": stack,
+            "errors": [error_to_json(e) for e in error.exceptions],
+        }
     return {
         "__type": "error",
         "name": kind.__qualname__,
@@ -158,8 +184,12 @@ def error_to_json(error: BaseException) -> dict[str, Any]:
     }
 
 
+AGGREGATE_ERROR = "aggregate_error"
+
+
 def is_error_json(obj: Any) -> bool:
-    return isinstance(obj, dict) and obj.get("__type") == "error"
+    """An encoded error: ``error``, or ``aggregate_error`` (with its ``errors`` list)."""
+    return isinstance(obj, dict) and obj.get("__type") in ("error", AGGREGATE_ERROR)
 
 
 def _loaded_exception_type(module: Any, name: Any) -> type[Exception] | None:
@@ -183,13 +213,16 @@ def error_from_json(obj: dict[str, Any]) -> Exception:
     stack = obj.get("stack") if isinstance(obj.get("stack"), str) else None
     error: Exception | None = None
     kind = _loaded_exception_type(obj.get("module"), obj.get("name"))
+    raw = obj.get("errors")
+    errors = [error_from_json(e) if is_error_json(e) else e for e in raw or ()]
+    group = obj.get("__type") == AGGREGATE_ERROR and isinstance(raw, list)
     if kind is not None:
         try:
-            error = kind(message)
+            error = kind(message, errors) if issubclass(kind, BaseExceptionGroup) else kind(message)
         except Exception:
             error = None
     if error is None:
-        error = RemoteError(name, message, stack)
+        error = RemoteError(name, message, stack, errors if group else None)
     error.remote_traceback = stack  # type: ignore[attr-defined]
     if stack:
         error.add_note(f"raised remotely:\n{stack.rstrip()}")

@@ -26,6 +26,7 @@ from collections.abc import Callable, Generator
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
+from troth.protocol.ids import child_id, descends
 from troth.protocol.records import (
     BRANCH,
     ORIGIN,
@@ -115,10 +116,6 @@ def encode_outcome(codec: Codec, outcome: Any) -> Value:
         if isinstance(outcome, BaseException):
             return codec.encode(RuntimeError(f"{type(outcome).__name__}: {outcome}"))
         return codec.encode(error)
-
-
-def _extends(id: str, prefix: str) -> bool:
-    return id == prefix or id.startswith(prefix + ".")
 
 
 class Context:
@@ -224,6 +221,8 @@ class Context:
         runtime = self._execution.runtime
         attempt = 1
         while True:
+            if signal := self._execution.lost():
+                raise signal
             try:
                 child = None
                 if durable:
@@ -289,7 +288,9 @@ class Context:
         name, version, hint = self._remote(fn, opts)
         id, step = self._next(opts)
         target = target_address(opts.target) if opts.target else anycast(self._group())
-        tags = {SCOPE: "global", TARGET: target, ORIGIN: id, BRANCH: id, PARENT: id}
+        # A detached child keeps this tree's origin (ids below a root share it) but
+        # starts a branch of its own, like any remote child.
+        tags = {SCOPE: "global", TARGET: target, **self._lineage(id, own_branch=True)}
         tags[STEP_TAG] = f"detached:{name}"
         tags.update(opts.tags)
         param = self._invocation(name, version, args, kwargs)
@@ -351,7 +352,7 @@ class Context:
         its deadline, for promises the server does not time out on its own (see below)."""
         expected = request.tags[STEP_TAG]
         execution = self._execution
-        timer_id = f"{id}.deadline"
+        timer_id = child_id(id, "deadline")
 
         async def create() -> PromiseRecord:
             record = execution.recorded(id) or await execution.create(request)
@@ -380,7 +381,7 @@ class Context:
     def _next(self, opts: Options) -> tuple[str, int]:
         step = self._seq
         self._seq += 1
-        return (opts.id or f"{self.id}.{step}"), step
+        return (opts.id or child_id(self.id, str(step))), step
 
     def _group(self) -> str:
         return self._execution.runtime.network.group
@@ -389,9 +390,9 @@ class Context:
         """The origin/parent/branch tags of a child; an explicit id outside this execution's
         tree starts a lineage of its own (the server requires ids to extend these tags)."""
         return {
-            ORIGIN: self.origin if _extends(id, self.origin) else id,
-            PARENT: self.id if _extends(id, self.id) else id,
-            BRANCH: id if own_branch or not _extends(id, self.branch) else self.branch,
+            ORIGIN: self.origin if descends(id, self.origin) else id,
+            PARENT: self.id if descends(id, self.id) else id,
+            BRANCH: id if own_branch or not descends(id, self.branch) else self.branch,
         }
 
     def _remote(self, fn: Callable[..., Any] | str, opts: Options) -> tuple[str, int | None, Any]:

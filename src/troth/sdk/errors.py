@@ -9,6 +9,8 @@ not the user's code, decides what happens to the task.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class TrothError(Exception):
     """Base of the SDK's ordinary, catchable errors."""
@@ -34,14 +36,22 @@ class RemoteError(TrothError):
     """A failure recorded by another execution whose exception type cannot be rebuilt here.
 
     Carries what the failing side recorded: the exception's type name, its message, and
-    its traceback text.
+    its traceback text; for an aggregate (a TypeScript ``AggregateError``, an
+    ``ExceptionGroup`` that cannot be rebuilt here) also its ``errors``, each decoded.
     """
 
-    def __init__(self, type_name: str, message: str, traceback: str | None = None) -> None:
+    def __init__(
+        self,
+        type_name: str,
+        message: str,
+        traceback: str | None = None,
+        errors: list[Any] | None = None,
+    ) -> None:
         super().__init__(f"{type_name}: {message}" if type_name else message)
         self.type_name = type_name
         self.message = message
         self.remote_traceback = traceback
+        self.errors: list[Any] = errors or []
 
 
 class FunctionNotFoundError(TrothError):

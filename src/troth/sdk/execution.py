@@ -11,7 +11,10 @@ allowed to finish (so concurrent local steps record their results), and the run 
 the promises it blocked on; the worker suspends the task on all of them in one request.
 
 Every child create and settle is a ``task.fence`` at the task's version, so a worker that
-lost its lease cannot write: the fence answers 409 and the run stops driving the task.
+lost its lease cannot write: the fence answers 409 and the run stops driving the task. A
+fence cannot stop a step from *starting*, so a run that may have lost its lease starts no
+step (``Execution.lost``): otherwise a slow run could repeat a step that the run which took
+the task over has already recorded.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import contextvars
 import logging
 from collections import OrderedDict
 from collections.abc import Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from troth.protocol.envelope import VERSION
@@ -87,6 +90,10 @@ class Runtime:
     clock: Clock
     settled: SettledCache
     active_steps: int = 0  # plain functions running now (virtual time waits for them)
+    # The tasks this process holds: id -> version (for the heartbeat), and id -> the instant
+    # (this clock's ms) until which the lease is certainly live (see ``Execution.lost``).
+    held: dict[str, int] = field(default_factory=dict)
+    leases: dict[str, int] = field(default_factory=dict)
 
 
 class TaskRef(NamedTuple):
@@ -154,6 +161,26 @@ class Execution:
         """Record why this run cannot go on; every later durable call raises at once."""
         if self.signal is None:
             self.signal = signal
+
+    def lost(self) -> LeaseLost | None:
+        """Stop, and say why, unless this run certainly still holds its task.
+
+        A step must not start in a run whose lease may have lapsed: another process may
+        have taken the task meanwhile and recorded that very step, and the fence only stops
+        this run's *writes*. The lease is certainly live until ``ttl`` after the send time
+        of the last acquire or acknowledged heartbeat (the server counts from the later
+        instant it applied the request; only the two clocks' rates need to agree).
+        """
+        runtime = self.runtime
+        if runtime.held.get(self.task.id) != self.task.version:
+            why = "is driven by a newer run of this process"
+        elif runtime.clock.now() >= runtime.leases.get(self.task.id, 0):
+            why = "may have lapsed (no heartbeat was acknowledged in time)"
+        else:
+            return None
+        signal = LeaseLost(f"the lease of task {self.task.id!r} v{self.task.version} {why}")
+        self.stop(signal)
+        return signal
 
     def block_on(self, id: str) -> None:
         self.awaited.add(id)

@@ -24,7 +24,7 @@ from troth.protocol.envelope import Request
 from troth.protocol.kinds import KINDS
 from troth.protocol.requests import Data
 from troth.protocol.responses import ExecuteData, Reply, TaskFenceResult, UnblockData
-from troth.sdk.clock import Clock
+from troth.sdk.clock import Clock, WallClock
 from troth.sdk.network import (
     Execute,
     Incoming,
@@ -41,6 +41,12 @@ log = logging.getLogger("troth.sdk")
 
 _BATCH = 100
 
+# After a request wakes the timeouts loop, it waits this long (s) before reading the next
+# deadline again, so a burst of requests costs one read rather than one each (a read is a
+# thread hop and a query: measured at an eighth of the loop's time under load). A deadline
+# a request armed closer than this fires at most this late; virtual time waits for none.
+_COALESCE = 0.005
+
 
 class LocalNetwork:
     def __init__(self, service: Service, clock: Clock, group: str, pid: str) -> None:
@@ -49,6 +55,7 @@ class LocalNetwork:
         self.group = group
         self.pid = pid
         self._poke = asyncio.Event()
+        self._coalesce = _COALESCE if isinstance(clock, WallClock) else 0.0
         self._loops: list[asyncio.Task[None]] = []
         self._on_message: OnMessage | None = None
         # Operations started so far and operations in flight: how virtual time
@@ -132,6 +139,8 @@ class LocalNetwork:
         finally:
             for w in waits:
                 w.cancel()
+        if self._coalesce and self._poke.is_set():
+            await asyncio.sleep(self._coalesce)
 
     async def _deliver(self) -> None:
         changed = self.service.outbox_changed()

@@ -8,6 +8,7 @@ the one asked for) and an execution stays pinned to the version it started with.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +21,16 @@ from troth.sdk.retry import RetryPolicy
 
 
 def takes_context(fn: Callable[..., Any]) -> bool:
-    """True for a durable function: its first parameter is a ``Context`` (or named ``ctx``)."""
+    """True for a durable function: its first parameter is a ``Context`` (or named ``ctx``).
+
+    Remembered per function, as ``ctx.run`` asks on every call of an unregistered step."""
+    try:
+        return _remembered_takes_context(fn)
+    except TypeError:  # an unhashable callable
+        return _takes_context(fn)
+
+
+def _takes_context(fn: Callable[..., Any]) -> bool:
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -34,6 +44,9 @@ def takes_context(fn: Callable[..., Any]) -> bool:
     if annotation is not inspect.Parameter.empty:
         return getattr(annotation, "__name__", "") == "Context"
     return first.name == "ctx"
+
+
+_remembered_takes_context = functools.lru_cache(maxsize=1024)(_takes_context)
 
 
 def function_name(fn: Callable[..., Any]) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from troth.protocol.envelope import VERSION
+from troth.protocol.ids import origin
 from troth.protocol.records import (
     BRANCH,
     ORIGIN,
@@ -34,7 +35,6 @@ from troth.protocol.records import (
     TaskRecord,
     Value,
     is_timer,
-    origin,
 )
 from troth.protocol.requests import (
     CallbackAction,
@@ -92,7 +92,7 @@ class Worker:
         self.ttl_ms = ttl_ms
         self._slots = asyncio.Semaphore(concurrency)
         self._on_settled = on_settled
-        self.held: dict[str, int] = {}  # task id -> version, for the heartbeat
+        self.held = runtime.held  # task id -> version, for the heartbeat
         self._held_changed = asyncio.Event()
         self._jobs: set[asyncio.Task[None]] = set()
         self._heartbeat: asyncio.Task[None] | None = None
@@ -119,6 +119,7 @@ class Worker:
             with contextlib.suppress(Exception):
                 await self._send("task.release", TaskReleaseRequest(task_id, version))
         self.held.clear()
+        self.runtime.leases.clear()
 
     def spawn(self, work: Any) -> asyncio.Task[None]:
         job = asyncio.ensure_future(work)
@@ -143,6 +144,7 @@ class Worker:
             acquire = TaskAcquireRequest(
                 message.task_id, message.version, self.runtime.network.pid, self.ttl_ms
             )
+            sent = self.runtime.clock.now()
             try:
                 status, body = await self.runtime.network.send("task.acquire", acquire)
             except NetworkError as e:
@@ -154,20 +156,23 @@ class Worker:
             if status != 200 or not isinstance(body, TaskClaimResponse) or body.task is None:
                 log.warning("task.acquire %s answered %s: %s", message.task_id, status, body)
                 return
-            await self._drive(body.task, body.promise, body.preload)
+            await self._drive(body.task, body.promise, body.preload, sent)
 
-    async def drive(self, task: TaskRecord, root: PromiseRecord, preload: list[PromiseRecord]):
-        """Drive a task this process already holds (from ``task.create``)."""
+    async def drive(
+        self, task: TaskRecord, root: PromiseRecord, preload: list[PromiseRecord], sent: int
+    ) -> None:
+        """Drive a task this process already holds (from a ``task.create`` sent at ``sent``)."""
         async with self._slots:
-            await self._drive(task, root, preload)
+            await self._drive(task, root, preload, sent)
 
     # -- driving one task ---------------------------------------------------------------------
 
     async def _drive(
-        self, task: TaskRecord, root: PromiseRecord, preload: list[PromiseRecord]
+        self, task: TaskRecord, root: PromiseRecord, preload: list[PromiseRecord], sent: int
     ) -> None:
         held = HeldTask(task.id, task.version)
         self.held[held.id] = held.version
+        self.runtime.leases[held.id] = sent + self.ttl_ms
         self._held_changed.set()
         try:
             await self._run(held, root, preload)
@@ -177,6 +182,7 @@ class Worker:
         finally:
             if self.held.get(held.id) == held.version:
                 del self.held[held.id]
+                del self.runtime.leases[held.id]
 
     async def _run(self, task: HeldTask, root: PromiseRecord, preload: list[PromiseRecord]):
         if is_timer(root.tags):
@@ -202,7 +208,7 @@ class Worker:
             return
         policy = entry.retry or (Never() if entry.durable else Exponential())
         attempt = 1
-        while True:
+        while self.held.get(task.id) == task.version:  # else a newer run drives it
             execution = Execution(self.runtime, task, root, preload)
             ctx = None
             if entry.durable:
@@ -352,9 +358,8 @@ class Worker:
     async def heartbeat(self) -> None:
         """One ``task.heartbeat`` for every held task (per origin if the server insists)."""
         tasks = [TaskRef(id, version) for id, version in self.held.items()]
-        pid = self.runtime.network.pid
         if not self._per_origin_heartbeat:
-            status, _ = await self._send("task.heartbeat", TaskHeartbeatRequest(pid, tasks))
+            status = await self._beat_once(tasks)
             if status != 400:
                 return
             # The reference server refuses a batch that spans origins.
@@ -363,7 +368,21 @@ class Worker:
         for ref in tasks:
             by_origin.setdefault(origin(ref.id), []).append(ref)
         for refs in by_origin.values():
-            await self._send("task.heartbeat", TaskHeartbeatRequest(pid, refs))
+            await self._beat_once(refs)
+
+    async def _beat_once(self, tasks: list[TaskRef]) -> int:
+        """One heartbeat; a 200 that returns while a lease is certainly live renews it from
+        the send time (it was applied before the lease lapsed, so it extended it)."""
+        clock = self.runtime.clock
+        sent = clock.now()
+        pid = self.runtime.network.pid
+        status, _ = await self._send("task.heartbeat", TaskHeartbeatRequest(pid, tasks))
+        if status == 200:
+            leases = self.runtime.leases
+            for ref in tasks:
+                if self.held.get(ref.id) == ref.version and leases[ref.id] > clock.now():
+                    leases[ref.id] = max(leases[ref.id], sent + self.ttl_ms)
+        return status
 
 
 def _convert_args(params: list[tuple[str, Any, Any]], raw: list[Any]) -> list[Any]:

@@ -1,0 +1,208 @@
+"""troth's SDK and the official TypeScript SDK call each other's functions through rpc.
+
+Each side runs in its own OS process against one `troth serve`: troth workers run
+interop/troth/sdk.py, TypeScript workers interop/ts/sdk.mjs. A call's param is
+`{func, args}` as base64 JSON and its value base64 JSON, written by one SDK and read by
+the other; a failure is the `{__type: "error", name, message, stack}` object both read.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import INTEROP, Invocation, Sdk, Server, _argv0
+
+# Plain JSON in all its kinds; what the value encodings of both SDKs must carry unchanged.
+JSON_VALUES: list[Any] = [
+    {"text": 'héllo ☃ 😀 "quoted" \\ / \n\t', "empty": "", "": "empty key"},
+    [0, -1, 2**53, -(2**53), 3.5, -0.25, 1e300, 1.5e-300],
+    [True, False, None],
+    {"nested": {"deeper": [[], {}, [{"x": [1, {"y": None}]}]]}},
+    "a plain string",
+    12345,
+    None,
+]
+
+
+@pytest.fixture
+def ts(server: Server, tmp_path: Path) -> Iterator[Sdk]:
+    argv0 = _argv0("ts")
+    s = Sdk(name="ts", server=server, work=tmp_path / "ts", argv0=argv0)
+    s.work.mkdir()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def troth(server: Server, tmp_path: Path) -> Iterator[Sdk]:
+    argv0 = [sys.executable, str(INTEROP / "troth" / "sdk.py")]
+    s = Sdk(name="troth", server=server, work=tmp_path / "troth", argv0=argv0)
+    s.work.mkdir()
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def error_of(run: Invocation, timeout: float = 30.0) -> str:
+    """The `ERROR ...` line of an invocation expected to fail."""
+    try:
+        run.proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        run.proc.kill()
+        run.proc.wait()
+        pytest.fail(f"invoke did not finish in {timeout}s\n{run.describe()}")
+    for line in run.out.read_text(errors="replace").splitlines():
+        if line.startswith("ERROR "):
+            return line[len("ERROR ") :]
+        if line.startswith("RESULT "):
+            pytest.fail(f"invoke succeeded: {line}\n{run.describe()}")
+    pytest.fail(f"invoke printed no error (exit {run.proc.returncode})\n{run.describe()}")
+
+
+def describe_both(ts: Sdk, troth: Sdk) -> Any:
+    return lambda: ts.describe() + "\n" + troth.describe()
+
+
+def with_both(run: Invocation, ts: Sdk, troth: Sdk) -> Invocation:
+    run.describe = describe_both(ts, troth)
+    return run
+
+
+# -- a troth workflow calls TypeScript -----------------------------------------------------
+
+
+def test_troth_workflow_rpcs_a_typescript_function(ts: Sdk, troth: Sdk) -> None:
+    py_group, ts_group = troth.unique("py"), ts.unique("ts-group")
+    py, node = troth.worker(py_group), ts.worker(ts_group)
+    run = with_both(
+        troth.invoke(troth.unique("caller"), "caller", py_group, ts_group, 41), ts, troth
+    )
+    assert run.result() == {"pid": py.pid, "callee": {"pid": node.pid, "value": 42}}
+
+
+def test_json_values_survive_troth_to_typescript_and_back(ts: Sdk, troth: Sdk) -> None:
+    py_group, ts_group = troth.unique("py"), ts.unique("ts-group")
+    troth.worker(py_group), ts.worker(ts_group)
+    run = troth.invoke(troth.unique("relay"), "relay", py_group, ts_group, "echo", *JSON_VALUES)
+    assert with_both(run, ts, troth).result() == JSON_VALUES
+
+
+def test_a_typescript_rejection_reaches_the_troth_workflow_as_a_remote_error(
+    ts: Sdk, troth: Sdk
+) -> None:
+    py_group, ts_group = troth.unique("py"), ts.unique("ts-group")
+    troth.worker(py_group), ts.worker(ts_group)
+    run = troth.invoke(troth.unique("catch"), "catcher", py_group, ts_group, "boom", "kaput!")
+    assert with_both(run, ts, troth).result() == {
+        "class": "RemoteError",
+        "type": "BoomError",
+        "message": "kaput!",
+        "has_traceback": True,  # the TS stack travels with the error
+        "errors": [],
+    }
+
+
+def test_a_typescript_aggregate_error_reaches_troth_with_its_inner_errors(
+    ts: Sdk, troth: Sdk
+) -> None:
+    py_group, ts_group = troth.unique("py"), ts.unique("ts-group")
+    troth.worker(py_group), ts.worker(ts_group)
+    run = troth.invoke(troth.unique("agg"), "catcher", py_group, ts_group, "aggregate", "both")
+    assert with_both(run, ts, troth).result() == {
+        "class": "RemoteError",
+        "type": "AggregateError",
+        "message": "both",
+        "has_traceback": True,
+        "errors": [["Error", "Error: first"], ["RangeError", "RangeError: second"]],
+    }
+
+
+def test_typescript_undefined_is_none_in_troth(ts: Sdk, troth: Sdk) -> None:
+    py_group, ts_group = troth.unique("py"), ts.unique("ts-group")
+    troth.worker(py_group), ts.worker(ts_group)
+    run = troth.invoke(troth.unique("none"), "relay", py_group, ts_group, "nothing")
+    assert with_both(run, ts, troth).result() is None
+
+
+def test_a_troth_client_rpc_to_a_typescript_function_that_throws_raises(
+    ts: Sdk, troth: Sdk
+) -> None:
+    ts_group = ts.unique("ts-group")
+    ts.worker(ts_group)
+    run = with_both(troth.invoke(troth.unique("boom"), "boom", ts_group, "no way"), ts, troth)
+    assert error_of(run) == "RemoteError: BoomError: no way"
+
+
+# -- TypeScript calls troth ----------------------------------------------------------------
+
+
+def test_typescript_rpcs_a_function_on_a_troth_worker(ts: Sdk, troth: Sdk) -> None:
+    py_group = troth.unique("py")
+    py = troth.worker(py_group)
+    run = with_both(ts.invoke(ts.unique("callee"), "callee", py_group, 41), ts, troth)
+    assert run.result() == {"pid": py.pid, "value": 42}
+
+
+def test_typescript_workflow_rpcs_a_troth_function(ts: Sdk, troth: Sdk) -> None:
+    py_group, ts_group = troth.unique("py"), ts.unique("ts-group")
+    py, node = troth.worker(py_group), ts.worker(ts_group)
+    run = with_both(ts.invoke(ts.unique("caller"), "caller", ts_group, py_group, 41), ts, troth)
+    assert run.result() == {"pid": node.pid, "callee": {"pid": py.pid, "value": 42}}
+
+
+def test_json_values_survive_typescript_to_troth_and_back(ts: Sdk, troth: Sdk) -> None:
+    py_group, ts_group = troth.unique("py"), ts.unique("ts-group")
+    troth.worker(py_group), ts.worker(ts_group)
+    run = ts.invoke(ts.unique("relay"), "relay", ts_group, py_group, "echo", *JSON_VALUES)
+    assert with_both(run, ts, troth).result() == JSON_VALUES
+
+
+def test_a_troth_failure_reaches_the_typescript_workflow_as_an_error(ts: Sdk, troth: Sdk) -> None:
+    py_group, ts_group = troth.unique("py"), ts.unique("ts-group")
+    troth.worker(py_group), ts.worker(ts_group)
+    run = ts.invoke(ts.unique("catch"), "catcher", ts_group, py_group, "boom", "kaput!")
+    assert with_both(run, ts, troth).result() == {
+        "isError": True,
+        "name": "ValueError",
+        "message": "kaput!",
+    }
+
+
+def test_a_troth_exception_group_reaches_typescript_as_an_aggregate_error(
+    ts: Sdk, troth: Sdk
+) -> None:
+    py_group, ts_group = troth.unique("py"), ts.unique("ts-group")
+    troth.worker(py_group), ts.worker(ts_group)
+    run = ts.invoke(ts.unique("agg"), "catcher", ts_group, py_group, "boom_group", "two failed")
+    assert with_both(run, ts, troth).result() == {
+        "isError": True,
+        "name": "ExceptionGroup",
+        "message": "two failed",
+        "errors": [["ValueError", "first"], ["TypeError", "second"]],
+    }
+
+
+def test_a_typescript_client_rpc_to_a_troth_function_that_raises_throws(
+    ts: Sdk, troth: Sdk
+) -> None:
+    py_group = troth.unique("py")
+    troth.worker(py_group)
+    run = with_both(ts.invoke(ts.unique("boom"), "boom", py_group, "no way"), ts, troth)
+    assert error_of(run) == "no way"
+
+
+def test_a_three_hop_chain_typescript_to_troth_to_typescript(ts: Sdk, troth: Sdk) -> None:
+    py_group, ts_group = troth.unique("py"), ts.unique("ts-group")
+    troth.worker(py_group), ts.worker(ts_group)
+    # TS client -> troth relay -> TS echo: troth both receives a TS param and sends one.
+    run = ts.invoke(ts.unique("chain"), "relay", py_group, ts_group, "echo", {"k": [1, "v"]})
+    assert with_both(run, ts, troth).result() == [{"k": [1, "v"]}]

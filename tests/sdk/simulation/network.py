@@ -1,0 +1,187 @@
+"""The simulated wire: ``SimNetwork`` endpoints for the SDK, and the ``Wire`` between them
+and the server, which loses, duplicates and delays what it carries.
+
+A request is encoded as the SDK's HTTP transport would encode it and reaches the server
+after a hop (or never); the response envelope comes back after another hop (or never)
+and is decoded with the SDK's own ``decode_body``. A sender whose request or reply was
+lost gets a ``NetworkError`` after ``timeout_ms``, as an HTTP client's timeout would give
+it. Messages (execute, unblock) are routed as the poll hub routes them — ``uni`` to the
+named process, ``any`` to the named process if it is connected, else to any process of
+the group — and travel as the SSE payload the SDK decodes with ``decode_message``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from functools import partial
+from typing import Any
+
+import msgspec
+
+from troth.oracle.snapshot import wire_message
+from troth.oracle.state import OutboxEntry
+from troth.protocol.addresses import parse_poll
+from troth.protocol.requests import Data
+from troth.protocol.responses import Reply
+from troth.sdk.errors import NetworkError
+from troth.sdk.network import (
+    OnConnect,
+    OnMessage,
+    corr_id,
+    decode_body,
+    decode_message,
+    error_message,
+)
+
+from .faults import Faults
+from .scheduler import Scheduler
+from .server import SimServer
+
+
+class SimNetwork:
+    """One process's end of the wire (a ``troth.sdk.network.Network``)."""
+
+    def __init__(self, wire: Wire, group: str, pid: str) -> None:
+        self.wire = wire
+        self.group = group
+        self.pid = pid
+        self.clock = wire.sched
+        self.alive = True
+        self.on_message: OnMessage | None = None
+
+    async def send(self, kind: str, data: Data) -> Reply:
+        return await self.wire.send(self, kind, data)
+
+    async def start(self, on_message: OnMessage, on_connect: OnConnect) -> None:
+        self.on_message = on_message
+        self.wire.connected.append(self)
+        await on_connect()
+
+    async def stop(self) -> None:
+        self.disconnect()
+
+    def disconnect(self) -> None:
+        if self in self.wire.connected:
+            self.wire.connected.remove(self)
+
+
+class Wire:
+    def __init__(
+        self, sched: Scheduler, server: SimServer, faults: Faults, rng: random.Random
+    ) -> None:
+        self.sched = sched
+        self.server = server
+        self.faults = faults
+        self.rng = rng
+        self.connected: list[SimNetwork] = []  # in connection order
+
+    # -- requests ---------------------------------------------------------------------------
+
+    async def send(self, sender: SimNetwork, kind: str, data: Data) -> Reply:
+        if not sender.alive:
+            # A crashed process sends nothing; its tasks are being cancelled.
+            await asyncio.get_running_loop().create_future()
+        reply: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        label = f"{sender.pid} {kind} {describe(kind, data)}"
+        if self.faults.happens(self.rng, self.faults.drop_request):
+            self.sched.log(f"{label}: request lost")
+            self.server.stats["request lost"] += 1
+            self.sched.after(self.faults.timeout_ms, partial(_fail, reply, kind, "request lost"))
+        else:
+            arrive = partial(self._arrive, reply, label, kind, data)
+            self.sched.after(self.faults.hop(self.rng), arrive)
+        return await reply
+
+    def _arrive(self, reply: asyncio.Future[Reply], label: str, kind: str, data: Data) -> None:
+        response, sent = self.server.request(kind, data, corr_id(), self.sched.now())
+        status = response["head"]["status"]
+        self.route(sent)
+        if self.faults.happens(self.rng, self.faults.drop_reply):
+            self.sched.log(f"{label} -> {status}, reply lost")
+            self.server.stats["reply lost"] += 1
+            self.sched.after(self.faults.timeout_ms, partial(_fail, reply, kind, "reply lost"))
+            return
+        self.sched.log(f"{label} -> {status}")
+        answer = _decode(kind, status, response["data"])
+        self.sched.after(self.faults.hop(self.rng), partial(_answer, reply, answer))
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def route(self, entries: list[OutboxEntry]) -> None:
+        for entry in entries:
+            message = wire_message(entry).message
+            payload = msgspec.json.encode(message)
+            what = f"{message.kind} {_subject(message.data)} to {entry.address}"
+            recipient = self._recipient(entry.address)
+            if recipient is None:
+                self.sched.log(f"{what}: nobody connected")
+                continue
+            if self.faults.happens(self.rng, self.faults.drop_message):
+                self.sched.log(f"{what}: lost")
+                self.server.stats["message lost"] += 1
+                continue
+            copies = 1
+            if self.faults.happens(self.rng, self.faults.duplicate_message):
+                copies = 2
+                self.server.stats["message duplicated"] += 1
+            for _ in range(copies):
+                hand = partial(self._hand, recipient, payload, what)
+                self.sched.after(self.faults.hop(self.rng), hand)
+
+    def _recipient(self, address: str) -> SimNetwork | None:
+        poll = parse_poll(address)
+        assert poll is not None, f"the simulation delivers only to poll addresses: {address}"
+        group = [n for n in self.connected if n.group == poll.group]
+        named = [n for n in group if n.pid == poll.id]
+        if named or poll.cast == "uni":
+            return named[0] if named else None
+        return self.rng.choice(group) if group else None
+
+    def _hand(self, recipient: SimNetwork, payload: bytes, what: str) -> None:
+        if not recipient.alive or recipient.on_message is None:
+            self.sched.log(f"{what}: recipient {recipient.pid} is gone")
+            return
+        self.sched.log(f"{what}: delivered to {recipient.pid}")
+        message = decode_message(payload)
+        assert message is not None
+        self.sched.call_as(recipient.pid, recipient.on_message, message)
+
+
+def _decode(kind: str, status: int, data: Any) -> Reply:
+    """A response envelope's data as the SDK's HTTP transport decodes it."""
+    if status in (200, 300):
+        return Reply(status, decode_body(kind, status, msgspec.json.encode(data)))
+    return Reply(status, error_message(kind, status, data))
+
+
+def _answer(reply: asyncio.Future[Reply], answer: Reply) -> None:
+    if not reply.done():  # the sender may have crashed meanwhile
+        reply.set_result(answer)
+
+
+def _fail(reply: asyncio.Future[Reply], kind: str, why: str) -> None:
+    if not reply.done():
+        reply.set_exception(NetworkError(f"{kind}: {why} (simulated)"))
+
+
+def _subject(data: Any) -> str:
+    task = getattr(data, "task", None)
+    if task is not None:
+        return f"{task.id} v{task.version}"
+    return data.promise.id
+
+
+def describe(kind: str, data: Any) -> str:
+    """A request in a few words, for the trace."""
+    if kind == "task.fence":
+        return f"{data.id} v{data.version} {data.action.kind} {data.action.data.id}"
+    if kind == "task.create":
+        return f"{data.action.data.id}"
+    if kind == "task.heartbeat":
+        return ",".join(f"{t.id} v{t.version}" for t in data.tasks)
+    if kind == "task.suspend":
+        return f"{data.id} v{data.version} on " + ",".join(a.data.awaited for a in data.actions)
+    text = str(getattr(data, "id", None) or getattr(data, "awaited", ""))
+    version = getattr(data, "version", None)
+    return f"{text} v{version}" if version is not None else text

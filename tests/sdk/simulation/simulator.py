@@ -1,0 +1,249 @@
+"""One seed's run: three workers, a client and the oracle, on one virtual timeline.
+
+The workers are real ``Troth`` apps (the SDK's worker loop, replay, retries, heartbeat)
+whose transport is a ``SimNetwork``. The client starts every root workflow — half of them
+(chosen by the seed) with ``app.run`` on a worker, as a ``task.create`` the worker drives at
+once, the others with ``rpc`` from a separate client app — retrying until the start is
+acknowledged, and settles the external promises a little later. The chaos: every hop may
+lose, duplicate or delay what it carries (``Faults``), and workers crash at random times:
+all their tasks are cancelled without a word to the server (no release), and a new
+incarnation with a new pid boots a few seconds later. Leases lapse in virtual time, the
+oracle's timeouts fire when they fall due, and the run ends when every root is settled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from troth.protocol.records import PARENT, PromiseState
+from troth.sdk import Troth
+from troth.sdk.codec import is_error_json
+from troth.sdk.execution import STEP_TAG
+from troth.sdk.network import Network
+
+from .faults import Faults
+from .network import SimNetwork, Wire
+from .scheduler import Scheduler, SimulationError
+from .server import InvariantViolation, SimServer
+from .workflows import EFFECTS, EXTERNAL, ROOTS, Effects, Entry, Root, register
+
+GROUP = "sim"
+START = 1_700_000_000_000
+WORKERS = ("w1", "w2", "w3")
+TTL = timedelta(seconds=4)
+RETRY_TIMEOUT = 2000  # the server's: a pending task is offered again this often (ms)
+CLIENT_RETRY = 1.0  # seconds between the client's attempts
+LIMIT_MS = 15 * 60_000  # a run still unfinished after this much virtual time is stuck
+
+
+class SimTroth(Troth):
+    """A ``Troth`` app whose transport is the simulated wire."""
+
+    def __init__(self, network: SimNetwork, **kwargs: Any) -> None:
+        super().__init__(group=network.group, pid=network.pid, clock=network.clock, **kwargs)
+        self._network = network
+
+    def _make_network(self) -> Network:
+        return self._network
+
+
+@dataclass
+class Incarnation:
+    pid: str
+    app: SimTroth
+    network: SimNetwork
+
+
+Outcome = dict[str, tuple[str, Any]]
+
+
+@dataclass
+class Result:
+    seed: int
+    faults: Faults
+    outcome: Outcome  # every promise: its state and (normalized) value
+    ledger: list[Entry]
+    settled: dict[str, int]  # promise id -> its settlement's place in the order
+    step_promises: dict[str, str]  # promise id -> its troth:step tag, for ledger keys
+    trace: list[str]
+    stats: dict[str, int] = field(default_factory=dict)
+    error: AssertionError | None = None  # the run stopped early: an invariant, or stuck
+
+
+class Simulation:
+    def __init__(self, seed: int, faults: Faults | None = None, max_work_ms: int = 800) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.faults = Faults.draw(self.rng) if faults is None else faults
+        self.sched = Scheduler(START)
+        self.server = SimServer(RETRY_TIMEOUT, self.sched.order)
+        self.wire = Wire(self.sched, self.server, self.faults, self.rng)
+        self.effects = Effects(self.sched, self.rng, max_work_ms)
+        self.workers: dict[str, Incarnation] = {}
+        self.boots = 0
+        self.unhandled: list[str] = []
+        client = SimNetwork(self.wire, GROUP, "client")  # sends only; never connects
+        self.client = SimTroth(client)
+        register(self.client)
+
+    def run(self) -> Result:
+        return asyncio.run(self._main())
+
+    async def _main(self) -> Result:
+        loop = asyncio.get_running_loop()
+        loop.set_task_factory(self.sched.task_factory)
+        loop.set_exception_handler(self._unhandled)
+        EFFECTS.set(self.effects)  # every task started from here on sees this world
+        self.sched.log(f"seed {self.seed} {self.faults}")
+        for name in WORKERS:
+            self._boot(name)
+        clients = [asyncio.ensure_future(self._start(r, self.rng.random() < 0.5)) for r in ROOTS]
+        clients += [asyncio.ensure_future(self._answer(id, a)) for id, a in EXTERNAL.items()]
+        for _ in range(self.faults.crashes):
+            self.sched.after(self.rng.randint(0, self.faults.crash_window_ms), self._crash)
+        error = None
+        try:
+            await self._loop()
+        except (InvariantViolation, SimulationError) as e:
+            error = e
+            self.sched.log(f"stopped: {e}")
+        for worker in self.workers.values():
+            self._kill(worker)
+        for client in clients:
+            client.cancel()
+        await self.sched.quiesce()
+        if error is None and self.unhandled:
+            error = SimulationError(f"exceptions nobody handled: {self.unhandled}")
+        return self._result(error)
+
+    def _unhandled(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """An exception no task retrieved: an SDK job died of something it did not expect."""
+        self.unhandled.append(f"{context.get('message')}: {context.get('exception')!r}")
+        self.sched.log(f"unhandled: {self.unhandled[-1]}")
+
+    async def _loop(self) -> None:
+        while True:
+            await self.sched.quiesce()
+            if all(self.server.settled_state(root.id) for root in ROOTS):
+                return
+            event, deadline = self.sched.next_time(), self.server.next_deadline()
+            due = [t for t in (event, deadline) if t is not None]
+            if not due:
+                raise SimulationError("stuck: nothing can happen and the roots are pending")
+            when = min(due)
+            if when - START > LIMIT_MS:
+                raise SimulationError(f"not finished after {LIMIT_MS} ms of virtual time")
+            self.sched.advance_to(when)
+            action = self.sched.pop_due()
+            if action is not None:  # at one instant, what is in flight arrives first
+                action()
+                continue
+            fired, sent = self.server.tick(when)
+            self.sched.log(f"server fired {', '.join(fired)}")
+            self.wire.route(sent)
+
+    # -- workers ----------------------------------------------------------------------------
+
+    def _boot(self, name: str) -> None:
+        self.boots += 1
+        pid = f"{name}-{self.boots}"
+        network = SimNetwork(self.wire, GROUP, pid)
+        app = SimTroth(network, ttl=TTL)
+        register(app)
+        self.workers[name] = Incarnation(pid, app, network)
+        self.sched.log(f"{pid} boots")
+        self.sched.spawn(pid, app.start())
+
+    def _crash(self) -> None:
+        live = [name for name, w in self.workers.items() if w.network.alive]
+        if not live:
+            return
+        name = self.rng.choice(live)
+        worker = self.workers[name]
+        self.sched.log(f"{worker.pid} crashes")
+        self.server.stats["crash"] += 1
+        self._kill(worker)
+        self.sched.after(self.rng.randint(500, 8000), lambda: self._boot(name))
+
+    def _kill(self, worker: Incarnation) -> None:
+        worker.network.alive = False
+        worker.network.disconnect()
+        self.sched.kill(worker.pid)
+
+    # -- the client -------------------------------------------------------------------------
+
+    async def _start(self, root: Root, via_run: bool) -> None:
+        """Start ``root`` and retry until the server has acknowledged it."""
+        await self.sched.sleep(self.rng.randint(0, 2000) / 1000)
+        while True:
+            live = [w for w in self.workers.values() if w.network.alive]
+            if via_run and live:
+                worker = self.rng.choice(live)
+                job = self.sched.spawn(worker.pid, _run_on(worker.app, root))
+            else:
+                job = asyncio.ensure_future(self.client.rpc(root.id, root.fn, *root.args).done())
+            await asyncio.wait([job])
+            if not job.cancelled() and job.exception() is None:
+                return
+            await self.sched.sleep(CLIENT_RETRY)
+
+    async def _answer(self, root: str, value: Any) -> None:
+        """Settle the promise ``root`` waits on from outside, as a person or a webhook would:
+        once it appears (found the way an operator's console would list it), after a while."""
+        await self.sched.sleep(self.rng.randint(1000, 10_000) / 1000)
+        while True:
+            id = self._external(root)
+            try:
+                if id is not None:
+                    await self.client.promises.resolve(id, value)
+                    self.sched.log(f"client resolved {id}")
+                    return
+            except Exception as e:  # the request or its reply was lost
+                self.sched.log(f"client could not resolve {id}: {e}")
+            await self.sched.sleep(CLIENT_RETRY)
+
+    def _external(self, root: str) -> str | None:
+        for p in self.server.oracle.state.promises:
+            if p.tags.get(PARENT) == root and p.tags.get(STEP_TAG) == "promise":
+                return p.id
+        return None
+
+    # -- the end ----------------------------------------------------------------------------
+
+    def _result(self, error: AssertionError | None) -> Result:
+        """The workflows' promises — roots and every durable call (``troth:step``) — as the
+        outcome. The SDK's helpers are left out: the timer ``ctx.promise`` adds at a
+        promise's deadline exists only if the promise was still pending when first reached."""
+        codec = self.client.codec
+        roots = {root.id for root in ROOTS}
+        outcome: Outcome = {}
+        steps: dict[str, str] = {}
+        for p in self.server.oracle.state.promises:
+            if p.id not in roots and STEP_TAG not in p.tags:
+                continue
+            value = codec.decode(p.value)
+            if is_error_json(value):  # the stack differs between runs; the error does not
+                value = (value["name"], value["message"])
+            state = p.state if p.state != PromiseState.PENDING else "pending"
+            outcome[p.id] = (str(state), value)
+            steps[p.id] = p.tags.get(STEP_TAG, "")
+        return Result(
+            self.seed,
+            self.faults,
+            dict(sorted(outcome.items())),
+            self.effects.ledger,
+            self.server.settled,
+            steps,
+            self.sched.trace,
+            dict(self.server.stats),
+            error,
+        )
+
+
+async def _run_on(app: Troth, root: Root) -> None:
+    # Called inside the worker's task, so that what ``run`` starts belongs to the worker.
+    await app.run(root.id, root.fn, *root.args).done()
