@@ -60,6 +60,16 @@ class Service(Protocol):
         """Up to ``limit`` undelivered messages, oldest first. Nothing is removed."""
         ...
 
+    async def claim(self, deliveries: list[Delivery], holder: str, ttl: int) -> list[Delivery]:
+        """Those of ``deliveries`` that ``holder`` (one server) may deliver now.
+
+        Where several servers share the outbox, each delivery goes to one of them: it is
+        claimed for ``holder`` for ``ttl`` ms, and others are refused it until the claim
+        lapses (the holder died) or is given up (``ttl`` 0). ``holder`` renews its own
+        claims. A backend that one server owns answers every delivery.
+        """
+        ...
+
     async def ack(self, deliveries: list[Delivery]) -> None:
         """Remove delivered rows, except those superseded since they were read."""
         ...

@@ -15,6 +15,11 @@ def configure(conn: psycopg.Connection, *, lock_timeout: int) -> None:
     """
     for type_name in ("json", "jsonb"):
         conn.adapters.register_loader(type_name, TextLoader)
+    # No server-side prepared statements: a transaction aborted inside a pipeline
+    # (a deadlock, a lock timeout) can lose psycopg's automatic PREPARE while psycopg
+    # still believes it exists, and every later use of that statement on the pooled
+    # connection would then fail with "prepared statement does not exist".
+    conn.prepare_threshold = None
     conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{lock_timeout}ms",))
 
 

@@ -1,7 +1,15 @@
-"""Reading and acknowledging the outbox (the delivery side of the transactional outbox).
+"""Reading, claiming and acknowledging the outbox (the delivery side of the transactional
+outbox).
 
 Rows stay until acknowledged; acknowledgement is by ``seq``, so a row superseded since it
 was read has a new ``seq`` and survives the acknowledgement of the old one.
+
+Several servers read the same rows, so a server claims the rows it is about to deliver:
+a claim names its holder and lasts until an instant on the database's clock. A row claimed
+by one server is left alone by the others until that claim lapses, which is how the rows of
+a server that died are taken over. Rows are claimed ``FOR UPDATE SKIP LOCKED``: two servers
+claiming overlapping rows at once never wait for (or deadlock with) each other, and each
+row goes to exactly one of them.
 """
 
 from __future__ import annotations
@@ -24,3 +32,23 @@ def undelivered(conn: psycopg.Connection, limit: int) -> list[Delivery]:
 
 def acknowledge(conn: psycopg.Connection, seqs: list[int]) -> None:
     conn.execute("DELETE FROM outbox WHERE seq = ANY(%s)", (seqs,))
+
+
+_CLAIM = """
+UPDATE outbox SET claimed_by = %(holder)s,
+    claimed_until = clock_timestamp() + %(ttl)s * interval '1 millisecond'
+WHERE seq IN (
+    SELECT seq FROM outbox
+    WHERE seq = ANY(%(seqs)s)
+      AND (claimed_by IS NULL OR claimed_by = %(holder)s OR claimed_until <= clock_timestamp())
+    ORDER BY seq
+    FOR UPDATE SKIP LOCKED)
+RETURNING seq
+"""
+
+
+def claim(conn: psycopg.Connection, seqs: list[int], holder: str, ttl: int) -> set[int]:
+    """Claim for ``holder`` for ``ttl`` ms those of ``seqs`` that nobody else holds; the
+    seqs claimed. ``holder`` renews its own claims; a ``ttl`` of 0 gives them up."""
+    rows = conn.execute(_CLAIM, {"holder": holder, "ttl": ttl, "seqs": seqs}).fetchall()
+    return {seq for (seq,) in rows}

@@ -122,7 +122,14 @@ CREATE TABLE outbox (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# Delivery claims (troth.storage.postgres.outbox.claim): which server delivers a row, and
+# until when (the database's clock, so the servers' clocks need not agree). An upsert that
+# supersedes a row clears its claim: the newer message is anybody's to deliver.
+_V2 = """
+ALTER TABLE outbox ADD COLUMN claimed_by text, ADD COLUMN claimed_until timestamptz;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 
 # Children before parents, so references hold at every step of a reset.
 TABLES: tuple[str, ...] = (

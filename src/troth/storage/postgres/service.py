@@ -118,6 +118,15 @@ class PostgresService:
     async def outbox(self, limit: int) -> list[Delivery]:
         return await self._transact(lambda store: outbox.undelivered(store.conn, limit))
 
+    async def claim(self, deliveries: list[Delivery], holder: str, ttl: int) -> list[Delivery]:
+        if not deliveries:
+            return []
+        seqs = [delivery.seq for delivery in deliveries]
+        claimed = await self._transact(
+            lambda store: outbox.claim(store.conn, seqs, holder, ttl), write=True
+        )
+        return [delivery for delivery in deliveries if delivery.seq in claimed]
+
     async def ack(self, deliveries: list[Delivery]) -> None:
         seqs = [delivery.seq for delivery in deliveries]
         if seqs:

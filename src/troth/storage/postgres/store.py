@@ -84,7 +84,8 @@ _SET_MESSAGE = """
 INSERT INTO outbox (key, kind, address, message) VALUES (%s, %s, %s, %s)
 ON CONFLICT (key) DO UPDATE SET
     seq = nextval('outbox_seq'), kind = excluded.kind,
-    address = excluded.address, message = excluded.message
+    address = excluded.address, message = excluded.message,
+    claimed_by = NULL, claimed_until = NULL
 """
 
 # The armed timeouts in firing order (deadline, kind, id), each table read along its
