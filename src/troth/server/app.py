@@ -74,6 +74,7 @@ class App:
             config.url,
             config.delivery_batch_size,
             config.delivery_interval,
+            config.delivery_claim_ttl,
         )
         self.rpc = Rpc(service, self.clock, self.timeouts, config.debug)
         self._loops: list[asyncio.Task[None]] = []

@@ -19,7 +19,9 @@ def _setting(default: Any, help: str) -> Any:
 class ServerConfig:
     host: str = _setting("0.0.0.0", "address to bind")
     port: int = _setting(8001, "port to listen on")
-    db: str = _setting("troth.db", "SQLite database file")
+    db: str = _setting(
+        "troth.db", "SQLite database file, or a postgresql:// URL shared by several servers"
+    )
     debug: bool = _setting(
         False, "enable debug.* kinds and honour head['resonate:debug_time']"
     )
@@ -48,9 +50,14 @@ class ServerConfig:
 
     delivery_batch_size: int = _setting(100, "outbox messages read per delivery pass")
     delivery_interval: int = _setting(1000, "ms between delivery passes when nothing changes")
+    delivery_claim_ttl: int = _setting(
+        10000, "ms a server's claim on an outbox message keeps other servers off it"
+    )
     timeouts_max_sleep: int = _setting(
         1000, "ms the timeouts loop sleeps at most before looking for deadlines again"
     )
+
+    pg_pool_size: int = _setting(10, "PostgreSQL connections per server (with a postgresql:// db)")
 
     shutdown_timeout: int = _setting(10000, "ms to finish in-flight requests on SIGTERM/SIGINT")
     log_level: str = _setting("info", "debug, info, warning or error")

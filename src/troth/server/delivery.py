@@ -17,6 +17,13 @@ Redelivery rules (also in docs/delivery.md):
   new ``seq``; acknowledging the old delivery leaves the new row, which is delivered anew.
 - A row whose address no transport serves can never be delivered; it is dropped with a
   warning rather than clog every later pass.
+- Several servers may share the outbox (PostgreSQL). A server claims a row before
+  delivering it (``Service.claim``) and others leave a claimed row alone until the claim
+  lapses, so one server delivers each message at a time. A server claims a poll message
+  only while it holds a connection that may take it, and a push message always. A poll
+  message that no connection took is given up at once; a push message whose round failed
+  stays claimed through its backoff, so the retries keep their pace whatever the number
+  of servers.
 
 Each message is delivered by a task of its own, so one slow worker or push target holds up
 only its own messages. A pass runs when the service signals that a commit enqueued a
@@ -31,6 +38,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import secrets
+import socket
 from collections.abc import Coroutine
 from typing import Any
 
@@ -59,6 +69,7 @@ class DeliveryLoop:
         server_url: str,
         batch_size: int,
         interval_ms: int,
+        claim_ttl_ms: int = 10000,
     ) -> None:
         self._service = service
         self._hub = hub
@@ -67,6 +78,12 @@ class DeliveryLoop:
         self._batch = batch_size
         self._limit = batch_size  # rows the next pass reads
         self._interval = interval_ms / 1000
+        # Who this server is to the other servers on the outbox, and how long its claims last;
+        # a push claim also covers a whole round, so a slow target is not pushed twice.
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._claim_ttl = claim_ttl_ms
+        self._push_ttl = claim_ttl_ms + round(pusher.round_time() * 1000)
+        self._given_up: list[Delivery] = []  # poll rows no connection took: claims to give up
         # Rows being delivered, or delivered and waiting for their acknowledgement.
         self._busy: set[int] = set()
         self._delivered: list[Delivery] = []
@@ -106,18 +123,29 @@ class DeliveryLoop:
         limit = self._limit
         rows = await self._service.outbox(limit)
         now = asyncio.get_running_loop().time()
-        polls = []
+        to_poll: dict[int, PollAddress] = {}
+        to_push: list[Delivery] = []
         for delivery in rows:
             if delivery.seq in self._busy or self._backoff.get(delivery.seq, (0.0,))[0] > now:
                 continue
             if (address := parse_poll(delivery.address)) is not None:
-                polls.append(self._start(delivery, self._poll(delivery, address)))
+                # A server without a connection for it leaves it to the servers that have one.
+                if self._hub.reachable(address):
+                    to_poll[delivery.seq] = address
             elif is_http(delivery.address):
-                self._start(delivery, self._push(delivery))
+                to_push.append(delivery)
             else:
                 log.warning("dropping message to undeliverable address %r", delivery.address)
                 self._busy.add(delivery.seq)
                 self._delivered.append(delivery)
+        polls = [
+            self._start(delivery, self._poll(delivery, to_poll[delivery.seq]))
+            for delivery in await self._claim(
+                [d for d in rows if d.seq in to_poll], self._claim_ttl
+            )
+        ]
+        for delivery in await self._claim(to_push, self._push_ttl):
+            self._start(delivery, self._push(delivery))
         if polls:
             self._collecting = True
             try:
@@ -133,6 +161,12 @@ class DeliveryLoop:
         # A full read: more rows may follow. When none of these could go, read twice as far.
         self._limit = self._batch + remaining if remaining < len(rows) else 2 * limit
         return True
+
+    async def _claim(self, deliveries: list[Delivery], ttl: int) -> list[Delivery]:
+        """The deliveries this server may make now (others may hold some of them)."""
+        if not deliveries:
+            return []
+        return await self._service.claim(deliveries, self.holder, ttl)
 
     def _start(self, delivery: Delivery, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         self._busy.add(delivery.seq)
@@ -155,6 +189,9 @@ class DeliveryLoop:
         try:
             delivered = await self._hub.deliver(address, frame(self.wire(delivery)))
         finally:
+            if not delivered:
+                # Another server may hold a connection that takes it: let go at once.
+                self._given_up.append(delivery)
             self._done(delivery, delivered)
 
     async def _push(self, delivery: Delivery) -> None:
@@ -171,12 +208,25 @@ class DeliveryLoop:
         rounds = self._backoff.get(delivery.seq, (0.0, 0))[1] + 1
         wait = self._pusher.backoff(self._pusher.retries + rounds)
         self._backoff[delivery.seq] = (asyncio.get_running_loop().time() + wait, rounds)
+        try:
+            # Hold the row through the backoff: the next round is this server's to make.
+            await self._claim([delivery], self._claim_ttl + round(wait * 1000))
+        except Exception:
+            log.exception("extending the claim on a push to %s failed", delivery.address)
         log.warning(
             "push to %s failed %d round(s); next round in %.1fs", delivery.address, rounds, wait
         )
 
     async def _acknowledge(self) -> set[int]:
-        """Remove delivered rows from the outbox; the seqs acknowledged."""
+        """Remove delivered rows from the outbox, and give up the claims on poll rows that
+        no connection took; the seqs acknowledged."""
+        if self._given_up:
+            given_up, self._given_up = self._given_up, []
+            try:
+                await self._claim(given_up, 0)
+            except Exception:
+                # The claims lapse on their own; other servers just wait a little longer.
+                log.exception("giving up %d claims failed", len(given_up))
         if not self._delivered:
             return set()
         deliveries, self._delivered = self._delivered, []

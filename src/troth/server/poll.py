@@ -128,6 +128,14 @@ class PollHub:
             for connection in list(members):
                 connection.close()
 
+    def reachable(self, address: PollAddress) -> bool:
+        """Whether a connection here may take a message for ``address``: any of the group
+        for anycast, one with the id for unicast. Unlike ``candidates``, no turn is taken."""
+        members = self._groups.get(address.group, ())
+        if address.cast == "uni":
+            return any(c.id == address.id and not c.closed for c in members)
+        return any(not c.closed for c in members)
+
     def candidates(self, address: PollAddress) -> list[PollConnection]:
         """The connections that may take a message for ``address``, best first."""
         members = self._groups.get(address.group)

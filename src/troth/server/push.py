@@ -32,6 +32,7 @@ class Pusher:
         self.retries = max(1, retries)
         self._backoff = backoff_ms / 1000
         self._backoff_max = backoff_max_ms / 1000
+        self._timeout = timeout_ms / 1000
         self._client = httpx.AsyncClient(
             timeout=timeout_ms / 1000,
             limits=httpx.Limits(max_connections=concurrency, max_keepalive_connections=64),
@@ -41,6 +42,11 @@ class Pusher:
     def backoff(self, failures: int) -> float:
         """Seconds to wait after ``failures`` consecutive failures (exponential, capped)."""
         return min(self._backoff * 2 ** max(0, failures - 1), self._backoff_max)
+
+    def round_time(self) -> float:
+        """Seconds one round takes at most, not counting waits for a free slot."""
+        waits = sum(self.backoff(attempt) for attempt in range(1, self.retries))
+        return self.retries * self._timeout + waits
 
     async def push(self, url: str, body: bytes) -> bool:
         """One delivery round; True once the target answered 2xx."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from troth.engine import READ_ONLY
 from troth.protocol.envelope import BadRequest, Request, decode_request, encode_response
 from troth.protocol.requests import DebugTickRequest
 from troth.protocol.responses import EMPTY, Reply
@@ -60,8 +61,9 @@ class Rpc:
         except Exception as e:
             log.exception("%s failed", request.kind)
             return _internal(e)
-        # The commit may have armed a deadline earlier than the one the loop sleeps towards.
-        self._timeouts.poke()
+        if request.kind not in READ_ONLY:
+            # The commit may have armed a deadline earlier than the one the loop sleeps towards.
+            self._timeouts.poke()
         return reply
 
     async def _run_debug(self, request: Request) -> Reply:

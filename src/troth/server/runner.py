@@ -14,6 +14,7 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Generator
+from typing import Any
 
 import uvicorn
 
@@ -52,7 +53,53 @@ def open_sqlite(config: ServerConfig) -> Service:
     return SqliteService(config.db, retry_timeout=config.tasks_retry_timeout)
 
 
-def run(config: ServerConfig, open_service: Callable[[ServerConfig], Service] = open_sqlite) -> int:
+def is_postgres(db: str) -> bool:
+    return db.startswith(("postgres://", "postgresql://"))
+
+
+def open_storage(config: ServerConfig) -> Service:
+    """PostgreSQL for a ``postgres(ql)://`` URL (several servers may share it), else the
+    SQLite file ``config.db`` (one server owns it)."""
+    if not is_postgres(config.db):
+        return open_sqlite(config)
+    from troth.storage.postgres import PostgresService
+
+    return PostgresService(
+        config.db, retry_timeout=config.tasks_retry_timeout, pool_size=config.pg_pool_size
+    )
+
+
+def shown_db(db: str) -> str:
+    """``db`` for the log: a PostgreSQL URL without its password."""
+    if not is_postgres(db):
+        return db
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(db)
+    if "password" in params:
+        params["password"] = "***"
+    return make_conninfo(**params)
+
+
+def uvicorn_config(app: Any, config: ServerConfig) -> uvicorn.Config:
+    """How ``troth serve`` runs an ASGI app; the benchmark serves its echo app the same way."""
+    return uvicorn.Config(
+        app,
+        host=config.host,
+        port=config.port,
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_config=None,
+        log_level=config.log_level.lower(),
+        timeout_graceful_shutdown=config.shutdown_timeout / 1000,
+        server_header=False,
+    )
+
+
+def run(
+    config: ServerConfig, open_service: Callable[[ServerConfig], Service] = open_storage
+) -> int:
     """Serve until told to stop; the process exit code."""
     logging.basicConfig(
         stream=sys.stderr,
@@ -62,37 +109,23 @@ def run(config: ServerConfig, open_service: Callable[[ServerConfig], Service] = 
 
     async def main() -> int:
         app = App(open_service(config), config)
-        server = _Server(
-            uvicorn.Config(
-                app,
-                host=config.host,
-                port=config.port,
-                http="httptools",
-                lifespan="on",
-                access_log=False,
-                log_config=None,
-                log_level=config.log_level.lower(),
-                timeout_graceful_shutdown=config.shutdown_timeout / 1000,
-                server_header=False,
-            ),
-            app,
-        )
+        server = _Server(uvicorn_config(app, config), app)
         log.info(
             "troth serving at %s (bind %s:%d, db %s, debug %s)",
             config.url,
             config.host,
             config.port,
-            config.db,
+            shown_db(config.db),
             "on" if config.debug else "off",
         )
         await server.serve()
         return 0 if server.started else 1
 
-    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(main())
 
 
-def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     try:
         import uvloop
     except ImportError:

@@ -1,14 +1,14 @@
 """``SqliteService``: the embedded default backend behind ``troth.storage.service.Service``.
 
-Writes go through the group-committing ``Writer``; reads (the kinds that never write, the
-outbox, the snapshot) are answered by a small pool of reader connections, which WAL lets
-run beside the writer, so a read never waits behind a commit.
+Writes go through the group-committing ``Writer``, which runs them on the event loop and
+syncs in a thread of its own; reads (the kinds that never write, the outbox, the snapshot)
+are answered by a small pool of reader connections, which WAL lets run beside the writer,
+so a read never waits behind a commit.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -59,7 +59,6 @@ class SqliteService:
             conn.close()
             raise
         self._changed = asyncio.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._writer = Writer(conn, retry_timeout, self._committed)
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="troth-sqlite-reader")
         self._reader_conns: list[sqlite3.Connection] = []
@@ -100,6 +99,10 @@ class SqliteService:
     async def outbox(self, limit: int) -> list[Delivery]:
         return await self._read(lambda store: outbox.undelivered(store.conn, limit))
 
+    async def claim(self, deliveries: list[Delivery], holder: str, ttl: int) -> list[Delivery]:
+        """Everything: one server owns a SQLite file, so nobody else delivers its rows."""
+        return deliveries
+
     async def ack(self, deliveries: list[Delivery]) -> None:
         seqs = [delivery.seq for delivery in deliveries]
         if seqs:
@@ -124,7 +127,7 @@ class SqliteService:
         return True
 
     async def close(self) -> None:
-        await asyncio.to_thread(self._writer.close)
+        await self._writer.close()
         self._readers.shutdown(wait=True)
         with self._reader_lock:
             for conn in self._reader_conns:
@@ -134,12 +137,11 @@ class SqliteService:
     # -- plumbing ---------------------------------------------------------------------------
 
     async def _write(self, work: Callable[[SqliteStore], T]) -> T:
-        self._loop = asyncio.get_running_loop()
-        return await asyncio.wrap_future(self._writer.submit(work))
+        return await self._writer.submit(work)
 
     async def _read(self, work: Callable[[SqliteStore], T]) -> T:
-        self._loop = asyncio.get_running_loop()
-        return await self._loop.run_in_executor(self._readers, self._read_now, work)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, self._read_now, work)
 
     def _read_now(self, work: Callable[[SqliteStore], T]) -> T:
         """Run ``work`` in one read transaction, so it sees a single committed state."""
@@ -160,11 +162,9 @@ class SqliteService:
         return conn
 
     def _committed(self, enqueued: bool) -> None:
-        """Called by the writer thread after each commit."""
-        loop = self._loop
-        if enqueued and loop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody listens
-                loop.call_soon_threadsafe(self._changed.set)
+        """Called on the event loop after each commit."""
+        if enqueued:
+            self._changed.set()
 
 
 def _fire_some(store: SqliteStore, now: int, limit: int) -> tuple[int, Exception | None]:

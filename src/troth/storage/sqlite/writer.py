@@ -1,21 +1,41 @@
 """The single writer with group commit.
 
 SQLite admits one writer at a time and a durable commit costs a sync of the log, so
-committing each request on its own caps throughput at the disk's sync rate. One thread
-owns the write connection instead: it takes every request queued so far, runs them in one
-transaction, each inside its own SAVEPOINT (a request that raises is rolled back alone and
-gets the error; the others keep their writes), commits once, and only then resolves each
-request's future. Nothing is acknowledged before the commit that makes it durable.
+committing each request on its own caps throughput at the disk's sync rate. The writer
+instead takes every request queued so far, runs them in one transaction, each inside its
+own SAVEPOINT (a request that raises is rolled back alone and gets the error; the others
+keep their writes), commits once, and only then resolves each request's future. Nothing
+is acknowledged before the commit that makes it durable.
+
+Where each step runs is chosen for the GIL. The handlers are Python and their statements
+take microseconds, so they run on the event loop's own thread, inline. Only the COMMIT,
+which waits for the disk, goes to a thread of its own, so the loop keeps reading and
+answering requests during the sync; the requests that arrive meanwhile form the next
+batch. An earlier design ran whole batches on a writer thread: the sqlite3 module releases
+the GIL around every statement, and a thread that gives the GIL up to a busy event loop
+waits for the loop to yield it back (up to the 5 ms switch interval) once per statement,
+which capped the server at a few thousand requests a second.
+
+Committing the moment the disk is free splits a steady crowd of clients into two halves
+that take turns: while one half's commit syncs, the loop does the other half's HTTP work.
+That overlap is what a CPU-bound server wants. When the disk is slow to sync, though,
+each half pays a whole sync and the loop idles, so then the writer remembers how many
+requests were in flight during its last commit (its *demand*) and waits for that many to
+queue up before the next one, but never longer than the last sync took (``MAX_GATHER`` at
+most). "Slow" means the sync took longer than the HTTP work of the crowd would, which the
+writer estimates as ``GATHER_RATIO`` times the time it spent running the batch's
+handlers. A lone client meets its demand of one at once and never waits; when clients
+leave, one short wait teaches the writer the smaller demand.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import queue
 import sqlite3
-import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple, TypeVar
 
 from troth.storage.sqlite.store import SqliteStore
@@ -24,17 +44,22 @@ T = TypeVar("T")
 
 Work = Callable[[SqliteStore], Any]
 
+# ms ``BEGIN IMMEDIATE`` waits for another process's write lock. The wait happens off the
+# loop: on the loop the write connection never waits (its busy timeout is 0).
+LOCK_WAIT = 5000
+
+MAX_GATHER = 0.002  # seconds a batch may wait for its demand to queue up
+GATHER_RATIO = 2  # a request's HTTP work, in multiples of its handler's (measured: ~2)
+
 
 class _Job(NamedTuple):
     work: Work
-    future: Future[Any]
-
-
-class _Stop:
-    """The sentinel that ends the writer once the jobs queued before it are done."""
+    future: asyncio.Future[Any]
 
 
 class Writer:
+    """Runs write jobs in batches on the calling event loop; one commit per batch."""
+
     def __init__(
         self,
         conn: sqlite3.Connection,
@@ -42,67 +67,93 @@ class Writer:
         on_commit: Callable[[bool], None],
         max_batch: int = 512,
     ) -> None:
+        conn.execute("PRAGMA busy_timeout = 0")
         self._conn = conn
         self._store = SqliteStore(conn, retry_timeout)
         self._on_commit = on_commit
         self._max_batch = max_batch
-        self._queue: queue.SimpleQueue[_Job | _Stop] = queue.SimpleQueue()
+        self._queue: list[_Job] = []
+        self._draining: asyncio.Task[None] | None = None  # runs batches while jobs queue
+        self._demand = 1  # jobs in flight during the last commit
+        self._sync_time = 0.0  # seconds the last COMMIT took
+        self._run_time = 0.0  # seconds the last batch's handlers took
+        self._gathered: asyncio.Future[None] | None = None  # set once the demand has queued
+        # The thread that waits for the disk (COMMIT) and for other processes' locks.
+        self.commit_thread = ThreadPoolExecutor(1, thread_name_prefix="troth-sqlite-commit")
         self.commits = 0  # write transactions committed; fewer than jobs under load
         self._closed = False
-        self._thread = threading.Thread(target=self._run, name="troth-sqlite-writer", daemon=True)
-        self._thread.start()
 
-    def submit(self, work: Callable[[SqliteStore], T]) -> Future[T]:
-        """Queue ``work`` to run inside the next transaction; the future resolves after commit."""
+    def submit(self, work: Callable[[SqliteStore], T]) -> asyncio.Future[T]:
+        """Queue ``work`` to run inside the next transaction; the future resolves after commit.
+
+        Call it on the event loop; every job until the queue runs dry belongs to that loop.
+        """
         if self._closed:
             raise RuntimeError("the SQLite writer is closed")
-        future: Future[T] = Future()
-        self._queue.put(_Job(work, future))
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.append(_Job(work, future))
+        gathered = self._gathered
+        if gathered is not None and len(self._queue) >= self._demand and not gathered.done():
+            gathered.set_result(None)
+        if self._draining is None:
+            # A task's first step runs on the next loop turn, so every request that reaches
+            # here in this turn joins the first batch.
+            self._draining = loop.create_task(self._drain())
         return future
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """Finish every job queued so far, then stop and close the connection."""
         self._closed = True
-        self._queue.put(_Stop())
-        self._thread.join()
+        if self._draining is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self._draining)
+        self.commit_thread.shutdown(wait=True)
+        self._conn.close()
 
-    def _run(self) -> None:
+    async def _drain(self) -> None:
         try:
-            while True:
-                batch, stop = self._take()
-                if batch:
-                    self._commit(batch)
-                if stop:
-                    return
+            while self._queue:
+                await self._gather()
+                batch = self._queue[: self._max_batch]
+                del self._queue[: self._max_batch]
+                await self._commit(batch)
+                self._demand = min(len(batch) + len(self._queue), self._max_batch)
         finally:
-            self._conn.close()
+            self._draining = None
 
-    def _take(self) -> tuple[list[_Job], bool]:
-        """Block for one job, then take whatever else is already waiting."""
-        item = self._queue.get()
-        batch: list[_Job] = []
-        while not isinstance(item, _Stop):
-            batch.append(item)
-            if len(batch) == self._max_batch:
-                return batch, False
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return batch, False
-        return batch, True
+    async def _gather(self) -> None:
+        """When syncs are slow, wait briefly until as many jobs are queued as were in
+        flight last time."""
+        if len(self._queue) >= self._demand or self._sync_time < GATHER_RATIO * self._run_time:
+            return
+        self._gathered = asyncio.get_running_loop().create_future()
+        try:
+            async with asyncio.timeout(min(self._sync_time, MAX_GATHER)):
+                await self._gathered
+        except TimeoutError:
+            # Fewer clients than before: expect fewer from now on.
+            self._demand = max(1, len(self._queue))
+        finally:
+            self._gathered = None
 
-    def _commit(self, batch: list[_Job]) -> None:
+    async def _commit(self, batch: list[_Job]) -> None:
+        loop = asyncio.get_running_loop()
         outcomes: list[tuple[_Job, bool, Any]] = []
         enqueued = False
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
+            await self._begin()
+            started = time.perf_counter()
             for job in batch:
-                if not job.future.set_running_or_notify_cancel():
+                if job.future.done():
                     continue  # the caller gave up before the job started
                 ok, value = self._run_one(job.work)
                 outcomes.append((job, ok, value))
                 enqueued = enqueued or (ok and self._store.enqueued)
-            self._conn.execute("COMMIT")
+            synced = time.perf_counter()
+            self._run_time = synced - started
+            await loop.run_in_executor(self.commit_thread, self._conn.execute, "COMMIT")
+            self._sync_time = time.perf_counter() - synced
         except Exception as error:
             # The transaction itself failed (I/O, disk full, a lost savepoint): nothing in
             # it was committed, so every request in it fails.
@@ -118,10 +169,29 @@ class Writer:
         # Announce first, so a caller that sees its answer also sees the outbox signal.
         self._on_commit(enqueued)
         for job, ok, value in outcomes:
+            if job.future.done():
+                continue
             if ok:
                 job.future.set_result(value)
             else:
                 job.future.set_exception(value)
+
+    async def _begin(self) -> None:
+        """Take the write lock; if another process holds it, wait for it off the loop."""
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode != sqlite3.SQLITE_BUSY:
+                raise
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self.commit_thread, self._begin_waiting)
+
+    def _begin_waiting(self) -> None:
+        self._conn.execute(f"PRAGMA busy_timeout = {LOCK_WAIT}")
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        finally:
+            self._conn.execute("PRAGMA busy_timeout = 0")
 
     def _run_one(self, work: Work) -> tuple[bool, Any]:
         """Run one job in a savepoint; its failure undoes its own writes only."""
