@@ -9,47 +9,24 @@ servers of one test never hear another's.
 
 from __future__ import annotations
 
-import os
-import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from urllib.parse import quote
 
-import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict
 
 from scaleout._cluster import Cluster
+from support.postgres import cluster_url, fresh_database
 
 
 @pytest.fixture(scope="session")
 def pg_url() -> str:
-    url = os.environ.get("TROTH_TEST_PG_URL")
-    if not url:
-        pytest.skip("TROTH_TEST_PG_URL is not set (export it from: scripts/pg-cluster.sh start)")
-    return url
-
-
-def database_url(pg_url: str, name: str) -> str:
-    """``pg_url`` pointing at database ``name``, as a ``postgresql://`` URL (what
-    ``troth serve --db`` recognizes), whatever form ``pg_url`` was given in."""
-    params = conninfo_to_dict(pg_url)
-    user = quote(str(params.get("user", "")), safe="")
-    password = params.get("password")
-    auth = f"{user}:{quote(str(password), safe='')}@" if password else f"{user}@" if user else ""
-    host = params.get("host", "localhost")
-    port = f":{params['port']}" if params.get("port") else ""
-    return f"postgresql://{auth}{host}{port}/{name}"
+    return cluster_url()
 
 
 @pytest.fixture
 def db_url(pg_url: str) -> Iterator[str]:
-    name = f"troth_scaleout_{secrets.token_hex(4)}"
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield database_url(pg_url, name)
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with fresh_database(pg_url, "troth_scaleout") as url:
+        yield url
 
 
 @pytest.fixture

@@ -54,7 +54,9 @@ class TrothServer:
 
     _corr = itertools.count(1)
 
-    def __init__(self, db: Path, log: Path, flags: tuple[str, ...], env: dict[str, str]) -> None:
+    def __init__(
+        self, db: Path | str, log: Path, flags: tuple[str, ...], env: dict[str, str]
+    ) -> None:
         self.db = db
         self.log = log
         self.flags = flags
