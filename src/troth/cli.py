@@ -26,6 +26,8 @@ from troth.server.config import ServerConfig
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+# What ``troth dev`` does differently, as its help shows it (see ``config_from``, ``main``).
+_DEV_DEFAULTS = {"db": "a temporary file, deleted on exit", "debug": True}
 
 
 def _settings() -> list[dataclasses.Field[Any]]:
@@ -47,31 +49,43 @@ def _kind(setting: dataclasses.Field[Any]) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="troth", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="troth", description="Durable promises and executions over the Resonate protocol."
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    serve = commands.add_parser("serve", help="run the server")
-    dev = commands.add_parser("dev", help="run the server in debug mode on a throwaway database")
-    for command in (serve, dev):
+    serve_help = "run the server"
+    dev_help = "run the server in debug mode on a throwaway database"
+    serve = commands.add_parser("serve", help=serve_help, description=serve_help)
+    dev = commands.add_parser("dev", help=dev_help, description=dev_help)
+    for command, defaults in ((serve, {}), (dev, _DEV_DEFAULTS)):
         for setting in _settings():
             help = f"{setting.metadata['help']} (env {_env(setting.name)})"
+            default = defaults.get(setting.name, setting.default)
             if _kind(setting) == "bool":
+                help += f" [default: {'on' if default else 'off'}]"
                 command.add_argument(
                     _flag(setting.name), action=argparse.BooleanOptionalAction, help=help
                 )
             else:
                 is_int = _kind(setting) == "int"
                 in_ms = "ms" in setting.metadata["help"].split()
-                if setting.default is not None:
-                    help += f" [default: {setting.default}]"
+                if default is not None:
+                    help += f" [default: {default}]"
                 command.add_argument(
                     _flag(setting.name),
                     type=int if is_int else str,
-                    metavar=("MS" if in_ms else "N") if is_int else None,
+                    metavar=("MS" if in_ms else "N") if is_int else _metavar(setting.name),
                     help=help,
                 )
-    worker = commands.add_parser("worker", help="run a worker process for a troth app")
+    worker_help = "run a worker process for a troth app"
+    worker = commands.add_parser("worker", help=worker_help, description=worker_help)
     worker.add_argument("app", metavar="MODULE:APP", help="the Troth app, e.g. shop:app")
     return parser
+
+
+def _metavar(name: str) -> str:
+    """``--db PATH|URL``, ``--server-url URL``, ``--log-level LEVEL``."""
+    return "PATH|URL" if name == "db" else name.rsplit("_", 1)[-1].upper()
 
 
 def _from_env(setting: dataclasses.Field[Any], raw: str) -> Any:

@@ -15,7 +15,6 @@ from typing import Annotated
 import msgspec
 
 # JSON integers on the wire are signed 64-bit; anything larger is a client mistake.
-Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 NonNegative = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 # Durations and clock readings stay within 2**53 (JavaScript's safe integers), so that sums
 # such as `now + ttl` can never leave the 64-bit range a database column holds.

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from troth.protocol import addresses, cron
-from troth.protocol.ids import ORIGIN_SEP, descends, origin
+from troth.protocol.ids import ORIGIN_SEP, child_id, descends, origin
 from troth.protocol.records import BRANCH, DELAY, ORIGIN, PARENT, TARGET
 from troth.protocol.requests import (
     PromiseCreateRequest,
@@ -41,7 +41,8 @@ def promise_create(req: PromiseCreateRequest, where: str = "") -> list[str]:
         errors.append(f"{ORIGIN} must not contain '{ORIGIN_SEP}': it names a root id")
     for tag in (ORIGIN, BRANCH, PARENT):
         if tag in tags and not descends(req.id, tags[tag]):
-            errors.append(f"{where}id must equal {tag} or extend it ({tags[tag]!r} + ':' or '.')")
+            prefix = child_id(tags[tag], "")
+            errors.append(f"{where}id must equal {tag} or start with {prefix!r}")
     if TARGET in tags and not addresses.is_valid(tags[TARGET]):
         errors.append(
             f"Invalid {TARGET} address {tags[TARGET]!r} in {where}tags: use poll://… or http(s)://…"

@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
-from troth.protocol.envelope import VERSION
 from troth.protocol.records import BRANCH, ORIGIN, PARENT, TARGET, PromiseState, TaskState, Value
 from troth.protocol.requests import CreateAction, PromiseCreateRequest, TaskCreateRequest
 from troth.protocol.responses import PromiseResponse, TaskClaimResponse
@@ -25,9 +24,9 @@ from troth.sdk.codec import Codec, Encryptor, parameter_hints
 from troth.sdk.context import SCOPE
 from troth.sdk.errors import FunctionNotFoundError, ServerError
 from troth.sdk.execution import Runtime, SettledCache
-from troth.sdk.network import Network, anycast, corr_id, new_pid, target_address
+from troth.sdk.network import Network, action_head, anycast, new_pid, target_address
 from troth.sdk.options import Options, deadline, split_options
-from troth.sdk.registry import Registered, Registry, function_name
+from troth.sdk.registry import Registered, Registry, function_name, invocation_data
 from troth.sdk.retry import RetryPolicy
 from troth.sdk.worker import Worker
 
@@ -204,12 +203,7 @@ class Troth:
         """The ``{func, args}`` param and the routing tags of a remote invocation."""
         entry = self.registry.of(fn) if not isinstance(fn, str) else None
         name = fn if isinstance(fn, str) else (entry.name if entry else function_name(fn))
-        data: dict[str, Any] = {"func": name, "args": list(args)}
-        if kwargs:
-            data["kwargs"] = kwargs
-        version = version or (entry.version if entry else None)
-        if version is not None:
-            data["version"] = version
+        data = invocation_data(name, version or (entry.version if entry else None), args, kwargs)
         address = target_address(target) if target else anycast(self.group)
         return self.codec.encode(data), {SCOPE: "global", TARGET: address}
 
@@ -237,14 +231,12 @@ class Troth:
         opts: Options,
     ) -> asyncio.Task[None] | None:
         """Create the execution; the job driving it here, if ``task.create`` handed it over."""
-        data: dict[str, Any] = {"func": entry.name, "args": list(args), "version": entry.version}
-        if kwargs:
-            data["kwargs"] = kwargs
+        data = invocation_data(entry.name, entry.version, args, kwargs)
         target = target_address(opts.target) if opts.target else anycast(self.group, self.pid)
         tags = {ORIGIN: id, BRANCH: id, PARENT: id, SCOPE: "global", TARGET: target, **opts.tags}
         at = deadline(self.clock.now(), opts.timeout or entry.timeout)
         create = PromiseCreateRequest(id, at, self.codec.encode(data), tags)
-        action = CreateAction("promise.create", {"corrId": corr_id(), "version": VERSION}, create)
+        action = CreateAction("promise.create", action_head(), create)
         request = TaskCreateRequest(self.pid, self.ttl_ms, action)
         sent = self.clock.now()
         status, body = await self.runtime.network.send("task.create", request)

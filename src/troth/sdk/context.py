@@ -44,7 +44,7 @@ from troth.sdk.errors import ExecutionSignal, FunctionNotFoundError, Suspended
 from troth.sdk.execution import STEP_TAG, Execution, Runtime
 from troth.sdk.network import anycast, target_address
 from troth.sdk.options import Options, as_timedelta, deadline, split_options
-from troth.sdk.registry import function_name, takes_context
+from troth.sdk.registry import function_name, invocation_data, takes_context
 from troth.sdk.retry import Exponential, Never, RetryPolicy, next_retry
 
 log = logging.getLogger("troth.sdk")
@@ -260,23 +260,10 @@ class Context:
     def rpc(self, fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> DurableFuture[Any]:
         """Run ``fn`` on any worker of ``target`` (default: this app's group) and await it.
 
-        The param is ``{"func": name, "args": [...]}`` (plus ``kwargs`` and ``version``
-        when given), the shape every Resonate SDK reads.
+        The param is ``invocation_data``, the shape every Resonate SDK reads.
         """
         opts, kwargs = split_options(kwargs)
-        self._guard()
-        name, version, hint = self._remote(fn, opts)
-        id, step = self._next(opts)
-        target = target_address(opts.target) if opts.target else anycast(self._group())
-        tags = {SCOPE: "global", TARGET: target, **self._lineage(id, own_branch=True)}
-        tags[STEP_TAG] = f"rpc:{name}"
-        tags.update(opts.tags)
-        param = self._invocation(name, version, args, kwargs)
-        now = self._execution.runtime.clock.now()
-        request = PromiseCreateRequest(
-            id, deadline(now, opts.timeout, self.timeout_at), param, tags
-        )
-        return self._child(id, step, request, hint)
+        return self._call_remote("rpc", fn, args, kwargs, opts, cap=self.timeout_at)
 
     begin_rpc = rpc
 
@@ -284,18 +271,30 @@ class Context:
         """Start ``fn`` as an execution of its own: its deadline is not capped by this one's
         and nothing here waits for it unless the returned future is awaited."""
         opts, kwargs = split_options(kwargs)
+        return self._call_remote("detached", fn, args, kwargs, opts, cap=None)
+
+    def _call_remote(
+        self,
+        kind: str,
+        fn: Callable[..., Any] | str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        opts: Options,
+        cap: int | None,
+    ) -> DurableFuture[Any]:
+        """A child promise targeted at another worker; ``cap`` bounds its deadline."""
         self._guard()
         name, version, hint = self._remote(fn, opts)
         id, step = self._next(opts)
         target = target_address(opts.target) if opts.target else anycast(self._group())
-        # A detached child keeps this tree's origin (ids below a root share it) but
-        # starts a branch of its own, like any remote child.
+        # Even a detached child keeps this tree's origin (ids below a root share it); every
+        # remote child starts a branch of its own.
         tags = {SCOPE: "global", TARGET: target, **self._lineage(id, own_branch=True)}
-        tags[STEP_TAG] = f"detached:{name}"
+        tags[STEP_TAG] = f"{kind}:{name}"
         tags.update(opts.tags)
-        param = self._invocation(name, version, args, kwargs)
+        param = self._execution.runtime.codec.encode(invocation_data(name, version, args, kwargs))
         now = self._execution.runtime.clock.now()
-        request = PromiseCreateRequest(id, deadline(now, opts.timeout), param, tags)
+        request = PromiseCreateRequest(id, deadline(now, opts.timeout, cap), param, tags)
         return self._child(id, step, request, hint)
 
     def sleep(
@@ -329,16 +328,16 @@ class Context:
         """
         self._guard()
         opts = Options(timeout=as_timedelta(timeout), id=id)
-        child_id, step = self._next(opts)
-        all_tags = {SCOPE: "global", **self._lineage(child_id, own_branch=True)}
+        promise_id, step = self._next(opts)
+        all_tags = {SCOPE: "global", **self._lineage(promise_id, own_branch=True)}
         all_tags[STEP_TAG] = "promise"
         all_tags.update(tags or {})
         codec = self._execution.runtime.codec
         param = codec.encode(data) if data is not None else Value()
         now = self._execution.runtime.clock.now()
         at = deadline(now, opts.timeout, self.timeout_at)
-        request = PromiseCreateRequest(child_id, at, param, all_tags)
-        return self._child(child_id, step, request, None, deadline_timer=True)
+        request = PromiseCreateRequest(promise_id, at, param, all_tags)
+        return self._child(promise_id, step, request, None, deadline_timer=True)
 
     def _child(
         self,
@@ -403,13 +402,3 @@ class Context:
         name = entry.name if entry else function_name(fn)
         version = opts.version or (entry.version if entry else None)
         return name, version, parameter_hints(fn)[1]
-
-    def _invocation(
-        self, name: str, version: int | None, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Value:
-        data: dict[str, Any] = {"func": name, "args": list(args)}
-        if kwargs:
-            data["kwargs"] = kwargs
-        if version is not None:
-            data["version"] = version
-        return self._execution.runtime.codec.encode(data)

@@ -1,14 +1,15 @@
 """One run of a durable function over the task that holds it, from the top until it blocks.
 
 Replay is re-execution: the function runs again from its first line after every resume,
-and each durable call finds its own past by its id (``<parent id>.<n>``, the n-th call
-the parent made). A call whose promise is settled answers from the record at once (from
-the preload the server sent, from this worker's cache of settled promises, or from the one
-``promise.create`` that would have created it); a local step whose promise is pending
-runs; a remote call whose promise is pending raises ``Suspended`` into the function, which
-unwinds it. When the function has unwound, every durable operation still in flight is
-allowed to finish (so concurrent local steps record their results), and the run reports
-the promises it blocked on; the worker suspends the task on all of them in one request.
+and each durable call finds its own past by its id (the parent's id extended by ``n``, the
+n-th call the parent made: ``root:0``, ``root:0.3``; see ``troth.protocol.ids``). A call
+whose promise is settled answers from the record at once (from the preload the server
+sent, from this worker's cache of settled promises, or from the one ``promise.create``
+that would have created it); a local step whose promise is pending runs; a remote call
+whose promise is pending raises ``Suspended`` into the function, which unwinds it. When
+the function has unwound, every durable operation still in flight is allowed to finish
+(so concurrent local steps record their results), and the run reports the promises it
+blocked on; the worker suspends the task on all of them in one request.
 
 Every child create and settle is a ``task.fence`` at the task's version, so a worker that
 lost its lease cannot write: the fence answers 409 and the run stops driving the task. A
@@ -27,7 +28,6 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from troth.protocol.envelope import VERSION
 from troth.protocol.records import PromiseRecord, PromiseState, SettleState, Value
 from troth.protocol.requests import (
     FenceAction,
@@ -46,7 +46,7 @@ from troth.sdk.errors import (
     ServerError,
     Suspended,
 )
-from troth.sdk.network import FenceReply, Network, corr_id
+from troth.sdk.network import FenceReply, Network, action_head
 from troth.sdk.registry import Registry
 
 log = logging.getLogger("troth.sdk")
@@ -247,13 +247,11 @@ class Execution:
         return body.promise
 
     async def create(self, request: PromiseCreateRequest) -> PromiseRecord:
-        head = {"corrId": corr_id(), "version": VERSION}
-        return await self.fence(FenceAction("promise.create", request, head))
+        return await self.fence(FenceAction("promise.create", request, action_head()))
 
     async def settle(self, id: str, state: SettleState, value: Value) -> PromiseRecord:
-        head = {"corrId": corr_id(), "version": VERSION}
         request = PromiseSettleRequest(id, state, value)
-        return await self.fence(FenceAction("promise.settle", request, head))
+        return await self.fence(FenceAction("promise.settle", request, action_head()))
 
     # -- running ----------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
+from troth.protocol.envelope import VERSION
 from troth.protocol.kinds import KINDS
 from troth.protocol.records import PromiseRecord
 from troth.protocol.requests import Data
@@ -101,6 +102,11 @@ _corr_prefix = f"troth-{os.urandom(4).hex()}-"
 
 def corr_id() -> str:
     return f"{_corr_prefix}{next(_corr_ids)}"
+
+
+def action_head() -> dict[str, str]:
+    """The head of a request nested as an action (in task.create, task.fence, task.suspend)."""
+    return {"corrId": corr_id(), "version": VERSION}
 
 
 def error_message(kind: str, status: int, body: Any) -> str:

@@ -54,6 +54,19 @@ def function_name(fn: Callable[..., Any]) -> str:
     return getattr(fn, "__name__", None) or repr(fn)
 
 
+def invocation_data(
+    name: str, version: int | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """The param of an execution, before encoding: ``{"func", "args"}`` (plus ``kwargs`` and
+    ``version`` when given), the shape every Resonate SDK reads."""
+    data: dict[str, Any] = {"func": name, "args": list(args)}
+    if kwargs:
+        data["kwargs"] = kwargs
+    if version is not None:
+        data["version"] = version
+    return data
+
+
 @dataclass(frozen=True)
 class Registered:
     name: str

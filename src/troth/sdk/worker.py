@@ -25,7 +25,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from troth.protocol.envelope import VERSION
 from troth.protocol.ids import origin
 from troth.protocol.records import (
     BRANCH,
@@ -67,17 +66,13 @@ from troth.sdk.execution import (
     Suspend,
 )
 from troth.sdk.execution import TaskRef as HeldTask
-from troth.sdk.network import Execute, Incoming, Unblock, corr_id
+from troth.sdk.network import Execute, Incoming, Unblock, action_head
 from troth.sdk.registry import Registered
 from troth.sdk.retry import Exponential, Never, next_retry
 
 log = logging.getLogger("troth.sdk")
 
 MAX_SETBACK_BACKOFF = 60.0
-
-
-def _head() -> dict[str, str]:
-    return {"corrId": corr_id(), "version": VERSION}
 
 
 class Worker:
@@ -259,9 +254,11 @@ class Worker:
             raise ValueError("the param is not {func, args}")
         name = invocation["func"]
         version = invocation.get("version")
-        entry = self.runtime.registry.get(name, version if isinstance(version, int) else None)
+        if not isinstance(version, int):
+            version = None
+        entry = self.runtime.registry.get(name, version)
         if entry is None:
-            raise FunctionNotFoundError(name, version if isinstance(version, int) else None)
+            raise FunctionNotFoundError(name, version)
         raw_args = invocation.get("args") or []
         raw_kwargs = invocation.get("kwargs") or {}
         params, _ = entry.hints
@@ -272,14 +269,13 @@ class Worker:
     # -- the task operations ------------------------------------------------------------------
 
     async def _send(self, kind: str, data: Any) -> tuple[int, Any]:
-        status, body = await self.runtime.network.send(kind, data)
-        return status, body
+        return await self.runtime.network.send(kind, data)
 
     async def _fulfill(self, task: HeldTask, state: SettleState, outcome: Any) -> None:
         value: Value = encode_outcome(self.runtime.codec, outcome)
         settle = PromiseSettleRequest(task.id, state, value)
         request = TaskFulfillRequest(
-            task.id, task.version, SettleAction("promise.settle", _head(), settle)
+            task.id, task.version, SettleAction("promise.settle", action_head(), settle)
         )
         status, body = await self._send("task.fulfill", request)
         if status == 200 and isinstance(body, PromiseResponse):
@@ -296,7 +292,7 @@ class Worker:
         actions = [
             CallbackAction(
                 "promise.register_callback",
-                _head(),
+                action_head(),
                 PromiseRegisterCallbackRequest(awaited=a, awaiter=task.id),
             )
             for a in awaited

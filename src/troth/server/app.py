@@ -58,7 +58,7 @@ class App:
             config.poll_buffer_size,
             config.poll_write_timeout / 1000,
             # A new connection may take messages held back for want of one: deliver now.
-            on_connect=lambda group: service.outbox_changed().set(),
+            on_connect=lambda: service.outbox_changed().set(),
         )
         self.pusher = Pusher(
             config.push_concurrency,

@@ -22,11 +22,9 @@ class ServerConfig:
     db: str = _setting(
         "troth.db", "SQLite database file, or a postgresql:// URL shared by several servers"
     )
-    debug: bool = _setting(
-        False, "enable debug.* kinds and honour head['resonate:debug_time']"
-    )
+    debug: bool = _setting(False, "enable debug.* kinds and honour head['resonate:debug_time']")
     server_url: str | None = _setting(
-        None, "URL sent to workers as serverUrl in execute messages [http://{host}:{port}]"
+        None, "URL sent to workers as serverUrl in execute messages; http://HOST:PORT if unset"
     )
     tasks_retry_timeout: int = _setting(
         5000, "ms until an unclaimed pending task's execute is sent again"
@@ -44,9 +42,7 @@ class ServerConfig:
     push_timeout: int = _setting(10000, "ms for one HTTP push request, connecting included")
     push_retries: int = _setting(3, "HTTP push attempts per delivery round")
     push_backoff: int = _setting(100, "ms before the second push attempt; doubles per failure")
-    push_backoff_max: int = _setting(
-        60000, "ms; the longest wait between push attempts or rounds"
-    )
+    push_backoff_max: int = _setting(60000, "ms at most between push attempts or rounds")
 
     delivery_batch_size: int = _setting(100, "outbox messages read per delivery pass")
     delivery_interval: int = _setting(1000, "ms between delivery passes when nothing changes")

@@ -86,7 +86,7 @@ class PollHub:
         max_connections: int,
         buffer_size: int,
         write_timeout: float,
-        on_connect: Callable[[str], None] = lambda group: None,
+        on_connect: Callable[[], None] = lambda: None,
     ) -> None:
         self._max = max_connections
         self._buffer_size = buffer_size
@@ -108,7 +108,7 @@ class PollHub:
         self._groups.setdefault(group, []).append(connection)
         self._count += 1
         # Messages held back for want of a connection can go now.
-        self._on_connect(group)
+        self._on_connect()
         return connection
 
     def unregister(self, connection: PollConnection) -> None:

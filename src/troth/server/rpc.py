@@ -23,9 +23,7 @@ log = logging.getLogger("troth.rpc")
 
 
 class Rpc:
-    def __init__(
-        self, service: Service, clock: Clock, timeouts: TimeoutsLoop, debug: bool
-    ) -> None:
+    def __init__(self, service: Service, clock: Clock, timeouts: TimeoutsLoop, debug: bool) -> None:
         self._service = service
         self._clock = clock
         self._timeouts = timeouts

@@ -47,12 +47,6 @@ class _Server(uvicorn.Server):
                 signal.signal(sig, handler)
 
 
-def open_sqlite(config: ServerConfig) -> Service:
-    from troth.storage.sqlite import SqliteService
-
-    return SqliteService(config.db, retry_timeout=config.tasks_retry_timeout)
-
-
 def is_postgres(db: str) -> bool:
     return db.startswith(("postgres://", "postgresql://"))
 
@@ -61,7 +55,9 @@ def open_storage(config: ServerConfig) -> Service:
     """PostgreSQL for a ``postgres(ql)://`` URL (several servers may share it), else the
     SQLite file ``config.db`` (one server owns it)."""
     if not is_postgres(config.db):
-        return open_sqlite(config)
+        from troth.storage.sqlite import SqliteService
+
+        return SqliteService(config.db, retry_timeout=config.tasks_retry_timeout)
     from troth.storage.postgres import PostgresService
 
     return PostgresService(
@@ -97,9 +93,7 @@ def uvicorn_config(app: Any, config: ServerConfig) -> uvicorn.Config:
     )
 
 
-def run(
-    config: ServerConfig, open_service: Callable[[ServerConfig], Service] = open_storage
-) -> int:
+def run(config: ServerConfig) -> int:
     """Serve until told to stop; the process exit code."""
     logging.basicConfig(
         stream=sys.stderr,
@@ -108,7 +102,7 @@ def run(
     )
 
     async def main() -> int:
-        app = App(open_service(config), config)
+        app = App(open_storage(config), config)
         server = _Server(uvicorn_config(app, config), app)
         log.info(
             "troth serving at %s (bind %s:%d, db %s, debug %s)",

@@ -1,7 +1,7 @@
 """``SqliteStore``: the engine's effects as SQL over one connection.
 
 The store does not begin or end transactions; whoever holds the connection does (the
-writer thread for writes, a reader for reads). Every statement touches rows by key or by
+``Writer`` for writes, a reader for reads). Every statement touches rows by key or by
 an index prefix, so each effect costs O(rows it affects).
 """
 
