@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from support.crash import assert_survived
 from troth.storage.sqlite import SqliteService, connect
 
 HAMMER = Path(__file__).with_name("hammer.py")
@@ -55,32 +56,7 @@ def test_a_killed_server_keeps_every_acknowledged_write_and_no_partial_one(
         return snap
 
     snap = asyncio.run(reopen())
-    promises = {p.id: p for p in snap.promises}
-    tasks = {t.id: t for t in snap.tasks}
-    listeners = {entry.id for entry in snap.listeners}
-    promise_timeouts = {t.id for t in snap.promise_timeouts}
-    leases = {t.id for t in snap.task_timeouts if t.type == 1}
-    unblocked = {m.message.data.promise.id for m in snap.messages}
-
-    for step, id in acked:
-        assert id in promises, f"acknowledged {step} of {id} was lost"
-        if step == "listened":
-            assert id in listeners or promises[id].state == "resolved"
-        if step == "fulfilled":
-            assert promises[id].state == "resolved"
-
-    # Each request either happened in full or not at all: only these shapes exist.
-    for id, promise in promises.items():
-        task = tasks[id]
-        if promise.state == "pending":
-            assert (task.state, task.version, task.pid) == ("acquired", 1, "hammer")
-            assert id in promise_timeouts and id in leases and id not in unblocked
-        else:
-            assert promise.state == "resolved" and promise.value.data == id
-            assert task.state == "fulfilled"
-            assert id not in promise_timeouts and id not in leases and id not in listeners
-            assert id in unblocked
-    assert set(tasks) == set(promises)
+    assert_survived(snap, acked)
 
     conn = connect(str(path))
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
