@@ -52,6 +52,7 @@ class Troth:
         token: str | None = None,
         clock: Clock | None = None,
         retry_timeout: timedelta = timedelta(seconds=5),
+        request_retry: timedelta = timedelta(seconds=30),
     ) -> None:
         self.url = url
         self.group = group
@@ -61,6 +62,9 @@ class Troth:
         self.concurrency = concurrency
         self.token = token
         self.retry_timeout_ms = round(retry_timeout.total_seconds() * 1000)
+        # Remote mode: how long a request that got no answer (or a 502/503/504) is retried
+        # before the call fails with ``NetworkError`` (see ``troth.sdk.http``).
+        self.request_retry = request_retry.total_seconds()
         self.clock: Clock = clock or WallClock()
         self.codec = codec or Codec(encryptor=encryptor)
         self.registry = Registry()
@@ -119,7 +123,14 @@ class Troth:
         if self.url is not None:
             from troth.sdk.http import HttpNetwork
 
-            return HttpNetwork(self.url, self.group, self.pid, self.clock, token=self.token)
+            return HttpNetwork(
+                self.url,
+                self.group,
+                self.pid,
+                self.clock,
+                token=self.token,
+                request_retry=self.request_retry,
+            )
         from troth.sdk.local import LocalNetwork
         from troth.storage.sqlite import SqliteService
 

@@ -7,11 +7,23 @@ exponentially (0.1 s doubling to 30 s) and resetting the backoff once connected.
 Several servers on one database are interchangeable, so the network may be given several
 URLs (a list, or one string with commas). It uses the first until it fails, then the next,
 round and round: a stream that fails reconnects to the next server, and a request that
-gets no answer is sent again to the next server (each at most once per request). Sending
-again is safe even if the lost request was carried out: creates are idempotent by id, and
-task operations are fenced by version, so a repeat is answered 409, which the worker takes
-as "not mine any more" (the task's lease lapses and it is run again). With one URL a
-request that gets no answer raises ``NetworkError`` at once, as before.
+gets no answer is sent again to the next server at once.
+
+Transient failures are retried here, in one place, for every request the SDK sends: no
+answer (connection refused or reset, a timeout) and 502/503/504 (a proxy with no backend,
+a server that lost a write race or is starting). Once every server has been tried, the
+request waits (the server's ``Retry-After``, else a backoff from 0.1 s doubling to 2 s,
+with jitter) and goes round again, until ``request_retry`` seconds have passed since it
+was first sent; then no answer raises ``NetworkError`` and a 5xx is returned as it came.
+So a server restart of a few seconds delays callers and steps; it fails none of them, and
+a finished step's result is recorded when the server is back instead of being lost.
+
+Sending again is safe even if the lost request was carried out: creates are idempotent by
+id, a settle of a settled promise answers the promise as it is, and task operations are
+fenced by version, so a repeat is answered 409, which the worker takes as "not mine any
+more" (the task's lease lapses and it is run again). Retries are logged at WARNING, at most
+one line per ``RETRY_LOG_INTERVAL`` seconds with a count of the retries in between, and
+one line when the server answers again, so an outage does not flood the log.
 """
 
 from __future__ import annotations
@@ -19,6 +31,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
+import time
 from collections.abc import Sequence
 from urllib.parse import quote
 
@@ -30,7 +44,7 @@ from troth.protocol.requests import Data
 from troth.protocol.responses import Reply
 from troth.sdk.clock import Clock
 from troth.sdk.errors import NetworkError
-from troth.sdk.http11 import Http11Client
+from troth.sdk.http11 import Http11Client, Response
 from troth.sdk.network import (
     OnConnect,
     OnMessage,
@@ -44,6 +58,11 @@ log = logging.getLogger("troth.sdk")
 
 MIN_BACKOFF = 0.1
 MAX_BACKOFF = 30.0
+
+DEFAULT_REQUEST_RETRY = 30.0  # seconds a request keeps being retried before it fails
+MAX_REQUEST_BACKOFF = 2.0  # a request's pause between rounds grows to this
+RETRY_STATUSES = frozenset({502, 503, 504})  # the server (or its proxy) may answer later
+RETRY_LOG_INTERVAL = 5.0  # seconds between warnings about the same outage
 
 
 class _Head(msgspec.Struct, rename="camel"):
@@ -66,8 +85,11 @@ class HttpNetwork:
         clock: Clock,
         token: str | None = None,
         timeout: float = 10.0,
+        request_retry: float = DEFAULT_REQUEST_RETRY,
     ) -> None:
         self.urls = server_urls(url)
+        self.request_retry = request_retry
+        self._outage = _Outage()
         self._current = 0  # index into urls of the server in use
         self.group = group
         self.pid = pid
@@ -92,24 +114,17 @@ class HttpNetwork:
         """The server in use."""
         return self.urls[self._current]
 
-    def _fail_over(self, failed: str) -> None:
-        """Move on from ``failed``, unless a concurrent failure already did."""
+    def _fail_over(self, failed: str, quiet: bool = False) -> None:
+        """Move on from ``failed``, unless a concurrent failure already did (``quiet``: the
+        caller reports the failure itself)."""
         if self.url == failed and len(self.urls) > 1:
             self._current = (self._current + 1) % len(self.urls)
-            log.warning("server %s failed; switching to %s", failed, self.url)
+            if not quiet:
+                log.warning("server %s failed; switching to %s", failed, self.url)
 
     async def send(self, kind: str, data: Data) -> Reply:
         cid = corr_id()
-        body = encode_request(kind, data, cid, auth=self.token)
-        for attempt in range(len(self.urls)):
-            url = self.url
-            try:
-                response = await self._poster(url).post(body)
-                break
-            except OSError as e:
-                if attempt == len(self.urls) - 1:
-                    raise NetworkError(f"{kind}: {type(e).__name__}: {e}") from e
-                self._fail_over(url)
+        response = await self._post(kind, encode_request(kind, data, cid, auth=self.token))
         try:
             envelope = msgspec.json.decode(response.body, type=_Envelope)
         except msgspec.DecodeError as e:
@@ -123,6 +138,42 @@ class HttpNetwork:
             return Reply(status, decode_body(kind, status, envelope.data))
         message = msgspec.json.decode(envelope.data)
         return Reply(status, error_message(kind, status, message))
+
+    async def _post(self, kind: str, body: bytes) -> Response:
+        """The server's answer to ``body``, retrying transient failures (see the module
+        docstring) for up to ``request_retry`` seconds."""
+        give_up = time.monotonic() + self.request_retry
+        backoff = MIN_BACKOFF
+        tried = 0  # servers tried since the last pause
+        while True:
+            url = self.url
+            wait: float | None = None
+            try:
+                response = await self._poster(url).post(body)
+            except OSError as e:
+                failure = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+                error: OSError | None = e
+            else:
+                if response.status not in RETRY_STATUSES:
+                    self._outage.over(url)
+                    return response
+                failure, wait, error = f"HTTP {response.status}", response.retry_after, None
+            self._fail_over(url, quiet=True)
+            tried += 1
+            if tried < len(self.urls):
+                continue  # the next server, at once
+            tried = 0
+            remaining = give_up - time.monotonic()
+            if remaining <= 0:
+                if error is None:
+                    return response  # the server's own answer, a 5xx the caller handles
+                raise NetworkError(
+                    f"{kind}: {failure} (retried for {self.request_retry:g} s)"
+                ) from error
+            pause = min(backoff * random.uniform(0.5, 1.0) if wait is None else wait, remaining)
+            self._outage.retrying(url, kind, failure)
+            await asyncio.sleep(pause)
+            backoff = min(backoff * 2, MAX_REQUEST_BACKOFF)
 
     async def start(self, on_message: OnMessage, on_connect: OnConnect) -> None:
         self._listener = asyncio.create_task(
@@ -185,6 +236,35 @@ class HttpNetwork:
             return
         if message is not None:
             on_message(message)
+
+
+class _Outage:
+    """Warnings about failed requests, summarized: the first retry of an outage, then at
+    most one line per ``RETRY_LOG_INTERVAL`` with the count since, and its end."""
+
+    def __init__(self) -> None:
+        self.retries = 0  # since the outage began
+        self.unlogged = 0  # since the last warning
+        self.logged_at = 0.0
+
+    def retrying(self, url: str, kind: str, failure: str) -> None:
+        self.retries += 1
+        self.unlogged += 1
+        now = time.monotonic()
+        if self.retries > 1 and now - self.logged_at < RETRY_LOG_INTERVAL:
+            return
+        more = (
+            f" ({self.unlogged - 1} more retries since the last warning)"
+            if self.retries > 1
+            else ""
+        )
+        log.warning("%s to %s failed (%s); retrying%s", kind, url, failure, more)
+        self.logged_at, self.unlogged = now, 0
+
+    def over(self, url: str) -> None:
+        if self.retries:
+            log.warning("%s answers again (after %d retried requests)", url, self.retries)
+            self.retries = self.unlogged = 0
 
 
 def server_urls(url: str | Sequence[str]) -> list[str]:

@@ -28,9 +28,16 @@ from urllib.parse import urlsplit
 _LIMIT = 1 << 16
 
 
-class Response(NamedTuple):
+class _Answer(NamedTuple):
     status: int
     body: bytes
+
+
+class Response(_Answer):
+    """The status and body (a pair, as callers unpack it), and the seconds a ``503`` or
+    ``429`` asked the client to wait before sending again (``Retry-After``), if it did."""
+
+    retry_after: float | None = None
 
 
 class ProtocolError(OSError):
@@ -77,7 +84,9 @@ class _Connection:
         else:
             body = await self.reader.read()  # delimited by the end of the connection
             reusable = False
-        return Response(status, body), reusable
+        response = Response(status, body)
+        response.retry_after = _retry_after(headers)
+        return response, reusable
 
     async def _chunked(self) -> bytes:
         parts: list[bytes] = []
@@ -103,6 +112,15 @@ def _parse_head(head: bytes) -> tuple[int, dict[bytes, bytes], bytes]:
         if sep:
             headers[name.strip().lower()] = value.strip()
     return int(parts[1]), headers, parts[0]
+
+
+def _retry_after(headers: dict[bytes, bytes]) -> float | None:
+    """``Retry-After`` in seconds; the HTTP-date form is not used by protocol servers."""
+    try:
+        seconds = float(headers[b"retry-after"])
+    except (KeyError, ValueError):
+        return None
+    return seconds if seconds >= 0 else None
 
 
 class Http11Client:
