@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, overload
 
@@ -75,6 +75,9 @@ class Troth:
         self._runtime: Runtime | None = None
         self._worker: Worker | None = None
         self._service: Any = None
+        # Executions being created by ``run``/``rpc`` (and those whose creation failed and
+        # no handle has reported yet), by id: ``stop`` waits for them and logs failures.
+        self._starts: dict[asyncio.Future[Any], str] = {}
 
     # -- registration -------------------------------------------------------------------------
 
@@ -148,7 +151,11 @@ class Troth:
         await runtime.network.start(self._worker.on_message, self.waiter.relisten)
 
     async def stop(self) -> None:
-        """Stop working; tasks still held are released so that they resume elsewhere."""
+        """Stop working; tasks still held are released so that they resume elsewhere.
+
+        First every execution that ``run``/``rpc`` began to create is created (or has
+        failed, which is logged as an error), even if no one awaited its handle."""
+        await self._finish_starts()
         if self._worker is not None:
             await self._worker.stop()
             self._worker = None
@@ -186,7 +193,7 @@ class Troth:
         opts, kwargs = split_options(kwargs)
         entry = self._entry(fn, opts.version)
         worker = self.worker
-        started = asyncio.ensure_future(self._create_run(worker, id, entry, args, kwargs, opts))
+        started = self._start(id, self._create_run(worker, id, entry, args, kwargs, opts))
         return Handle(self, id, entry.hints[1], started)
 
     def rpc(self, id: str, fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> Handle:
@@ -195,9 +202,42 @@ class Troth:
         param, tags = self.invocation(fn, args, kwargs, target=opts.target, version=opts.version)
         tags.update({ORIGIN: id, BRANCH: id, PARENT: id, **opts.tags})
         at = deadline(self.clock.now(), opts.timeout)
-        started = asyncio.ensure_future(self._create(PromiseCreateRequest(id, at, param, tags)))
+        started = self._start(id, self._create(PromiseCreateRequest(id, at, param, tags)))
         hint = None if isinstance(fn, str) else parameter_hints(fn)[1]
         return Handle(self, id, hint, started)
+
+    def _start(self, id: str, create: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
+        """Create execution ``id`` in the background, tracked until it exists (see ``stop``).
+
+        ``run`` and ``rpc`` return before the create is sent, so that a caller may start
+        many executions at once; ``await handle.started()`` waits for one."""
+        start = asyncio.ensure_future(create)
+        self._starts[start] = id
+        start.add_done_callback(self._start_done)
+        return start
+
+    def _start_done(self, start: asyncio.Future[Any]) -> None:
+        # A failure stays tracked until a handle raises it (``forget_start``) or ``stop``
+        # logs it; retrieving it here keeps asyncio from reporting it a second time.
+        if start.cancelled() or start.exception() is None:
+            self._starts.pop(start, None)
+
+    def forget_start(self, start: asyncio.Future[Any]) -> None:
+        """A handle has raised this start's failure to its caller: ``stop`` need not log it."""
+        self._starts.pop(start, None)
+
+    async def _finish_starts(self) -> None:
+        while pending := [start for start in self._starts if not start.done()]:
+            await asyncio.wait(pending)
+        for start, id in list(self._starts.items()):
+            del self._starts[start]
+            if not start.cancelled() and (error := start.exception()) is not None:
+                log.error(
+                    "execution %r was never created, and no one awaited its handle: %s",
+                    id,
+                    error,
+                    exc_info=error,
+                )
 
     def get(self, id: str, hint: Any = None) -> Handle:
         """A handle on an existing execution or promise."""

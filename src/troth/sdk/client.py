@@ -53,6 +53,27 @@ class Handle(Generic[T]):
         self._started = started
         self.id = id
 
+    async def started(self) -> None:
+        """Return once the execution's root promise is durably created; raise why not.
+
+        ``app.run``/``app.rpc`` create the execution in the background and return at once;
+        it is created even if this is never awaited (``app.stop()`` waits for it). A handle
+        from ``app.get`` creates nothing, so this returns at once."""
+        await self._creation()
+
+    async def _creation(self) -> Any:
+        """The outcome of this handle's create: for ``run``, the job driving it here."""
+        if self._started is None:
+            return None
+        try:
+            # Shielded: a caller that stops waiting must not cancel the create itself.
+            return await asyncio.shield(self._started)
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            self._app.forget_start(self._started)  # reported here: not lost
+            raise
+
     async def result(self) -> T:
         """The function's value, or its error raised here."""
         record = await self.settled()
@@ -61,7 +82,7 @@ class Handle(Generic[T]):
     async def settled(self) -> PromiseRecord:
         """The settled promise record, once it is settled."""
         if self._started is not None:
-            driving = await self._started
+            driving = await self._creation()
             if isinstance(driving, asyncio.Task):
                 # Started and driven here: its fulfil lands in this process's cache, so
                 # wait for the drive rather than register a listener (a write) first. If
@@ -70,8 +91,7 @@ class Handle(Generic[T]):
         return await self._app.waiter.settled(self.id)
 
     async def done(self) -> bool:
-        if self._started is not None:
-            await self._started
+        await self._creation()
         record = await self._app.waiter.lookup(self.id, listen=False)
         return record is not None
 
