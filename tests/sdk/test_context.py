@@ -280,7 +280,7 @@ async def test_replay_stable_now_random_and_uuid(make_app, uid):
     @app.register
     async def flow(ctx: Context) -> bool:
         stamp = await ctx.now()
-        value = (stamp, ctx.random(), ctx.uuid())
+        value = (stamp, await ctx.random(), await ctx.uuid())
         seen.append(value)
         await ctx.sleep(0.1)
         return isinstance(stamp, datetime)

@@ -82,7 +82,7 @@ async def test_a_replay_that_calls_a_different_step_halts_the_task(tmp_path, cap
             promise = await changed.promises.get("nd")
             assert promise.pending  # the execution did not advance
     message = "\n".join(r.getMessage() for r in caplog.records)
-    assert "non-determinism in execution 'nd' at step 0" in message
+    assert "non-determinism in execution 'nd' at 'nd:0'" in message
     assert "'run:step_b'" in message and "'run:step_a'" in message
 
     # The operator deploys code that matches the history and continues the task.

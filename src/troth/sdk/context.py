@@ -1,30 +1,31 @@
 """``Context``: what a durable function uses to make durable calls.
 
-Every call (``run``, ``rpc``, ``sleep``, ``promise``, ``detached``, ``now``) takes the next
-child id the moment it is *called*, not when it is awaited, and starts at once; it
-returns a ``DurableFuture`` to await now or later. So ``asyncio.gather(ctx.run(f, 1),
-ctx.run(f, 2))`` numbers its children in argument order on every replay, and the
-``begin_*`` forms are the same calls under the names other SDKs use for "start now, await
-later".
+Every call (``run``, ``rpc``, ``sleep``, ``promise``, ``detached``, ``now``, ``random``,
+``uuid``) takes the next child id the moment it is *called*, not when it is awaited, and
+starts at once; it returns a ``DurableFuture`` to await now or later. So
+``asyncio.gather(ctx.run(f, 1), ctx.run(f, 2))`` numbers its children in argument order on
+every replay, and the ``begin_*`` forms are the same calls under the names other SDKs use
+for "start now, await later". A call given an explicit ``id`` takes no number.
 
 One rule keeps replay exact: a context numbers its calls in the order they are made, so
 concurrent branches that each make several calls must not share one context (their
 interleaving would depend on timing). Make each such branch a durable function of its
-own (``ctx.run(branch, ...)``), which gets its own context and its own numbering; the
-determinism check reports the mistake when it happens.
+own (``ctx.run(branch, ...)``), which gets its own context and its own numbering. Every
+call is checked against the record it meets (``troth.sdk.replay``), so a replay that
+interleaves differently, or code that changed, is refused rather than answered from
+another call's record.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
 import logging
 import random as _random
 import uuid as _uuid
 from collections.abc import Callable, Generator
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from troth.protocol.ids import child_id, descends
 from troth.protocol.records import (
@@ -39,19 +40,25 @@ from troth.protocol.records import (
     Value,
 )
 from troth.protocol.requests import PromiseCreateRequest
-from troth.sdk.codec import Codec, parameter_hints, result_of
-from troth.sdk.errors import ExecutionSignal, FunctionNotFoundError, Suspended
-from troth.sdk.execution import STEP_TAG, Execution, Runtime
+from troth.sdk import attempts
+from troth.sdk.codec import encode_error, parameter_hints, result_of
+from troth.sdk.errors import (
+    AttemptInterruptedError,
+    ExecutionSignal,
+    FunctionNotFoundError,
+    Suspended,
+    UnstorableValueError,
+)
+from troth.sdk.execution import RUN_TAG, SCOPE, Execution, Runtime
 from troth.sdk.network import anycast, target_address
 from troth.sdk.options import Options, as_timedelta, deadline, split_options
 from troth.sdk.registry import function_name, invocation_data, takes_context
+from troth.sdk.replay import STEP_TAG, Call, digest
 from troth.sdk.retry import Exponential, Never, RetryPolicy, next_retry
 
 log = logging.getLogger("troth.sdk")
 
 T = TypeVar("T")
-
-SCOPE = "resonate:scope"
 
 
 class DurableFuture(Generic[T]):
@@ -97,7 +104,10 @@ async def invoke(
     loop, ``def`` in a worker thread so a long step cannot starve the heartbeat."""
     if ctx is not None:
         result = fn(ctx, *args, **kwargs)
-        return await result if inspect.isawaitable(result) else result
+        if inspect.isawaitable(result):
+            result = await result
+        ctx._finish()
+        return result
     runtime.active_steps += 1
     try:
         if inspect.iscoroutinefunction(fn):
@@ -108,14 +118,15 @@ async def invoke(
         runtime.active_steps -= 1
 
 
-def encode_outcome(codec: Codec, outcome: Any) -> Value:
-    """A result or an error as a value; a result the codec cannot encode becomes that error."""
-    try:
-        return codec.encode(outcome)
-    except Exception as error:
-        if isinstance(outcome, BaseException):
-            return codec.encode(RuntimeError(f"{type(outcome).__name__}: {outcome}"))
-        return codec.encode(error)
+class Step(NamedTuple):
+    """A local step as the code calls it now: what it runs and how it retries."""
+
+    call: Call
+    fn: Callable[..., Any]
+    durable: bool
+    policy: RetryPolicy
+    opts: Options
+    timeout: timedelta | None
 
 
 class Context:
@@ -152,108 +163,127 @@ class Context:
         policy = opts.retry or (entry.retry if entry else None)
         policy = policy or (Never() if durable else Exponential())
         timeout = opts.timeout or (entry.timeout if entry else None)
-        id, step = self._next(opts)
-        work = self._local(id, step, name, func, durable, args, kwargs, policy, opts, timeout)
-        task = self._execution.spawn(work, step=True)
+        step = Step(Call("run", name, digest(args, kwargs)), func, durable, policy, opts, timeout)
+        id = self._next(opts.id)
+        task = self._execution.spawn(self._local(id, step, args, kwargs), step=True)
         return DurableFuture(self._execution, id, task, parameter_hints(func)[1])
 
     begin_run = run
 
     def now(self) -> DurableFuture[datetime]:
         """The current time, recorded on first run so a replay sees the same instant."""
-        self._guard()
         clock = self._execution.runtime.clock
-        id, step = self._next(Options())
-        work = self._local(
-            id, step, "troth.now", lambda: clock.now() / 1000, False, (), {}, Never(), Options()
-        )
-        return DurableFuture(self._execution, id, self._execution.spawn(work, step=True), datetime)
+        return self._value("now", lambda: clock.now() / 1000, datetime)
 
-    def random(self) -> float:
-        """A number in [0, 1) that is the same on every replay (derived from the call's id)."""
-        id, _ = self._next(Options())
-        return _random.Random(id).random()
+    def random(self) -> DurableFuture[float]:
+        """A random number in [0, 1), recorded on first run so a replay sees the same one."""
+        return self._value("random", _random.random, float)
 
-    def uuid(self) -> _uuid.UUID:
-        """A UUID that is the same on every replay (derived from the call's id)."""
-        id, _ = self._next(Options())
-        return _uuid.UUID(bytes=hashlib.sha256(id.encode()).digest()[:16], version=4)
+    def uuid(self) -> DurableFuture[_uuid.UUID]:
+        """A random UUID, recorded on first run so a replay sees the same one."""
+        return self._value("uuid", lambda: str(_uuid.uuid4()), _uuid.UUID)
+
+    def _value(self, kind: str, make: Callable[[], Any], hint: Any) -> DurableFuture[Any]:
+        """A value made once and recorded: a step of its own kind, so that a replay whose
+        code no longer makes it (or makes it elsewhere) is refused, not shifted."""
+        self._guard()
+        step = Step(Call(kind), make, False, Never(), Options(), None)
+        id = self._next(None)
+        task = self._execution.spawn(self._local(id, step, (), {}), step=True)
+        return DurableFuture(self._execution, id, task, hint)
 
     async def _local(
-        self,
-        id: str,
-        step: int,
-        name: str,
-        fn: Callable[..., Any],
-        durable: bool,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        policy: RetryPolicy,
-        opts: Options,
-        timeout: timedelta | None = None,
+        self, id: str, step: Step, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> PromiseRecord:
         execution = self._execution
-        expected = f"run:{name}"
         record = execution.recorded(id)
         if record is None:
-            tags = {SCOPE: "local", **self._lineage(id, own_branch=False), STEP_TAG: expected}
-            tags.update(opts.tags)
-            param = execution.runtime.codec.encode({"func": name})
+            tags = {SCOPE: "local", **self._lineage(id, own_branch=False), **step.call.tags()}
+            tags[RUN_TAG] = execution.run_id
+            tags.update(step.opts.tags)
+            param = execution.runtime.codec.encode({"func": step.call.name or step.call.kind})
             now = execution.runtime.clock.now()
-            request = PromiseCreateRequest(id, deadline(now, timeout, self.timeout_at), param, tags)
-            record = await execution.create(request)
-        execution.check(record, step, expected)
+            at = deadline(now, step.timeout, self.timeout_at)
+            record = await execution.create(PromiseCreateRequest(id, at, param, tags))
+        execution.check(record, step.call)
         if record.state != PromiseState.PENDING:
             return record
-        state, value = await self._attempt(record, fn, durable, args, kwargs, policy, opts)
-        return await execution.settle(id, state, value)
+        state, value = await self._attempts(record, step, args, kwargs)
+        try:
+            return await execution.settle(id, state, value)
+        except UnstorableValueError as error:  # the server refused the value's size (413)
+            rejected = encode_error(execution.runtime.codec, error)
+            return await execution.settle(id, SettleState.REJECTED, rejected)
 
-    async def _attempt(
-        self,
-        record: PromiseRecord,
-        fn: Callable[..., Any],
-        durable: bool,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        policy: RetryPolicy,
-        opts: Options,
+    async def _attempts(
+        self, record: PromiseRecord, step: Step, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[SettleState, Value]:
-        runtime = self._execution.runtime
-        attempt = 1
+        """Run attempts of a pending step until one succeeds or the policy gives up.
+
+        The count survives crashes (``troth.sdk.attempts``): a step that an earlier run
+        started resumes at the attempt after the failures it recorded, and for a plain
+        function the attempt that run was making counts as made and interrupted.
+        """
+        execution = self._execution
+        runtime = execution.runtime
+        fresh = record.tags.get(RUN_TAG) == execution.run_id
+        failures = await attempts.failures(execution, record.id, verify=not fresh)
+        attempt = len(failures) + 1
+        resume_at = attempts.retry_at(failures[-1]) if failures else None
+        if (
+            not fresh
+            and not step.durable
+            and (resume_at is None or resume_at <= runtime.clock.now())
+        ):
+            # The earlier run was making this attempt (or may have been) when it stopped.
+            error: Exception = AttemptInterruptedError(record.id, attempt)
+            wait = self._retry(step, attempt, error, record)
+            if wait is None:
+                return SettleState.REJECTED, encode_error(runtime.codec, error)
+            await attempts.record_failure(execution, record, attempt, error, wait)
+            await execution.pause(wait)
+            attempt += 1
+        elif resume_at is not None:
+            await execution.pause(max(0.0, (resume_at - runtime.clock.now()) / 1000))
         while True:
-            if signal := self._execution.lost():
+            if signal := execution.lost():
                 raise signal
             try:
                 child = None
-                if durable:
+                if step.durable:
                     child = Context(
-                        self._execution, record.id, self.origin, self.branch, record.timeout_at
+                        execution, record.id, self.origin, self.branch, record.timeout_at
                     )
                     child.attempt = attempt
-                result = await invoke(runtime, fn, child, args, kwargs)
-                return SettleState.RESOLVED, encode_outcome(runtime.codec, result)
+                result = await invoke(runtime, step.fn, child, args, kwargs)
+                return SettleState.RESOLVED, runtime.codec.encode(result)
             except ExecutionSignal:
                 raise
-            except Exception as error:
-                wait = next_retry(
-                    policy,
-                    attempt,
-                    error,
-                    opts.non_retryable,
-                    runtime.clock.now(),
-                    record.timeout_at,
-                )
-                if wait is None:
-                    return SettleState.REJECTED, encode_outcome(runtime.codec, error)
-                log.info(
-                    "step %s failed (attempt %d: %r); retrying in %.3g s",
-                    record.id,
-                    attempt,
-                    error,
-                    wait,
-                )
-                await runtime.clock.sleep(wait)
-                attempt += 1
+            except Exception as e:
+                error = e
+            wait = self._retry(step, attempt, error, record)
+            if wait is None:
+                return SettleState.REJECTED, encode_error(runtime.codec, error)
+            log.info(
+                "step %s failed (attempt %d: %r); retrying in %.3g s",
+                record.id,
+                attempt,
+                error,
+                wait,
+            )
+            await attempts.record_failure(execution, record, attempt, error, wait)
+            await execution.pause(wait)
+            attempt += 1
+
+    def _retry(
+        self, step: Step, attempt: int, error: Exception, record: PromiseRecord
+    ) -> float | None:
+        if isinstance(error, UnstorableValueError):
+            return None  # the same value fails the same way on every attempt
+        now = self._execution.runtime.clock.now()
+        return next_retry(
+            step.policy, attempt, error, step.opts.non_retryable, now, record.timeout_at
+        )
 
     # -- remote calls and promises ----------------------------------------------------------
 
@@ -285,17 +315,19 @@ class Context:
         """A child promise targeted at another worker; ``cap`` bounds its deadline."""
         self._guard()
         name, version, hint = self._remote(fn, opts)
-        id, step = self._next(opts)
+        codec = self._execution.runtime.codec
+        param = codec.encode(invocation_data(name, version, args, kwargs))
+        id = self._next(opts.id)
         target = target_address(opts.target) if opts.target else anycast(self._group())
         # Even a detached child keeps this tree's origin (ids below a root share it); every
         # remote child starts a branch of its own.
         tags = {SCOPE: "global", TARGET: target, **self._lineage(id, own_branch=True)}
-        tags[STEP_TAG] = f"{kind}:{name}"
+        call = Call(kind, name, digest(args, kwargs))
+        tags.update(call.tags())
         tags.update(opts.tags)
-        param = self._execution.runtime.codec.encode(invocation_data(name, version, args, kwargs))
         now = self._execution.runtime.clock.now()
         request = PromiseCreateRequest(id, deadline(now, opts.timeout, cap), param, tags)
-        return self._child(id, step, request, hint)
+        return self._child(id, call, request, hint)
 
     def sleep(
         self, duration: timedelta | float | None = None, *, until: datetime | None = None
@@ -308,11 +340,12 @@ class Context:
         else:
             seconds = duration.total_seconds() if isinstance(duration, timedelta) else duration
             wake = now + round((seconds or 0) * 1000)
-        id, step = self._next(Options())
+        id = self._next(None)
+        call = Call("sleep")
         tags = {SCOPE: "global", TIMER: "true", **self._lineage(id, own_branch=True)}
-        tags[STEP_TAG] = "sleep"
+        tags.update(call.tags())
         request = PromiseCreateRequest(id, min(wake, self.timeout_at), Value(), tags)
-        return self._child(id, step, request, None)
+        return self._child(id, call, request, None)
 
     def promise(
         self,
@@ -327,35 +360,34 @@ class Context:
         An explicit ``id`` must extend this execution's id for the execution to await it.
         """
         self._guard()
-        opts = Options(timeout=as_timedelta(timeout), id=id)
-        promise_id, step = self._next(opts)
-        all_tags = {SCOPE: "global", **self._lineage(promise_id, own_branch=True)}
-        all_tags[STEP_TAG] = "promise"
-        all_tags.update(tags or {})
         codec = self._execution.runtime.codec
         param = codec.encode(data) if data is not None else Value()
+        promise_id = self._next(id)
+        call = Call("promise", None, digest(data) if data is not None else None)
+        all_tags = {SCOPE: "global", **self._lineage(promise_id, own_branch=True)}
+        all_tags.update(call.tags())
+        all_tags.update(tags or {})
         now = self._execution.runtime.clock.now()
-        at = deadline(now, opts.timeout, self.timeout_at)
+        at = deadline(now, as_timedelta(timeout), self.timeout_at)
         request = PromiseCreateRequest(promise_id, at, param, all_tags)
-        return self._child(promise_id, step, request, None, deadline_timer=True)
+        return self._child(promise_id, call, request, None, deadline_timer=True)
 
     def _child(
         self,
         id: str,
-        step: int,
+        call: Call,
         request: PromiseCreateRequest,
         hint: Any,
         deadline_timer: bool = False,
     ) -> DurableFuture[Any]:
         """A child promise created (or found) at once; ``deadline_timer`` adds a timer at
         its deadline, for promises the server does not time out on its own (see below)."""
-        expected = request.tags[STEP_TAG]
         execution = self._execution
         timer_id = child_id(id, "deadline")
 
         async def create() -> PromiseRecord:
             record = execution.recorded(id) or await execution.create(request)
-            execution.check(record, step, expected)
+            execution.check(record, call)
             if deadline_timer and record.state == PromiseState.PENDING:
                 # A promise without a target is not swept at its deadline (Lean arms promise
                 # timeouts only for targeted and timer promises), so nothing would resume an
@@ -377,10 +409,28 @@ class Context:
         if signal is not None:
             raise signal
 
-    def _next(self, opts: Options) -> tuple[str, int]:
-        step = self._seq
+    def _next(self, explicit: str | None) -> str:
+        """The id of the next call: its position among this context's calls, unless the
+        caller named the promise (then it takes no position, so adding or removing such a
+        call shifts no other call's id)."""
+        if explicit is not None:
+            return explicit
+        id = child_id(self.id, str(self._seq))
         self._seq += 1
-        return (opts.id or child_id(self.id, str(step))), step
+        return id
+
+    def _finish(self) -> None:
+        """Refuse a replay that ended before the history did: a call recorded past the
+        last one the code made now means a call was removed (or moved later)."""
+        execution = self._execution
+        next_id = child_id(self.id, str(self._seq))
+        record = execution.recorded(next_id)
+        if record is not None and STEP_TAG in record.tags:
+            execution.refuse_history(
+                next_id,
+                f"the code now ends after {self._seq} calls but the history records "
+                f"{record.tags[STEP_TAG]!r} as call {self._seq}",
+            )
 
     def _group(self) -> str:
         return self._execution.runtime.network.group

@@ -78,6 +78,26 @@ class NetworkError(TrothError):
     """The server could not be reached (an infrastructure failure, not an answer)."""
 
 
+class UnstorableValueError(TrothError):
+    """A value cannot be recorded: the codec cannot encode it, or it is over the payload
+    limit. Never retried: the same value fails the same way on every attempt."""
+
+
+class AttemptInterruptedError(TrothError):
+    """An attempt of a step was cut off (its process stopped) before it recorded an outcome.
+
+    It counts as an attempt, so a retry policy's bound holds across crashes; when the policy
+    allows another attempt the step is retried like after any failure.
+    """
+
+    def __init__(self, step_id: str, attempt: int) -> None:
+        super().__init__(
+            f"attempt {attempt} of step {step_id!r} was interrupted before it recorded an outcome"
+        )
+        self.step_id = step_id
+        self.attempt = attempt
+
+
 # -- control signals ------------------------------------------------------------------------
 
 
@@ -97,21 +117,22 @@ class LeaseLost(Aborted):
     """A task operation answered 404/409: another process holds the task now. Benign."""
 
 
+class Stopping(Aborted):
+    """The worker is stopping: no new durable call starts; the task is released."""
+
+
 class NonDeterminismError(ExecutionSignal):
-    """A replay met a recorded step that names a different function than the code now calls.
+    """A replay met a recorded step that a different call made (see ``troth.sdk.replay``).
 
     The execution is not advanced: its task is halted so that an operator sees it, fixes the
     code (or deploys the old version) and resumes it with ``task.continue``.
     """
 
-    def __init__(self, execution_id: str, step: int, child_id: str, expected: str, found: str):
+    def __init__(self, execution_id: str, child_id: str, reason: str) -> None:
         super().__init__(
-            f"non-determinism in execution {execution_id!r} at step {step} ({child_id!r}): "
-            f"the code now calls {expected!r} but the recorded step ran {found!r}; "
+            f"non-determinism in execution {execution_id!r} at {child_id!r}: {reason}; "
             f"the task is halted until the code matches its history (then task.continue)"
         )
         self.execution_id = execution_id
-        self.step = step
         self.child_id = child_id
-        self.expected = expected
-        self.found = found
+        self.reason = reason

@@ -32,6 +32,7 @@ from troth.protocol.records import PromiseRecord, PromiseState, SettleState, Val
 from troth.protocol.requests import (
     FenceAction,
     PromiseCreateRequest,
+    PromiseGetRequest,
     PromiseSettleRequest,
     TaskFenceRequest,
 )
@@ -44,17 +45,23 @@ from troth.sdk.errors import (
     NetworkError,
     NonDeterminismError,
     ServerError,
+    Stopping,
     Suspended,
+    UnstorableValueError,
 )
 from troth.sdk.network import FenceReply, Network, action_head
 from troth.sdk.registry import Registry
+from troth.sdk.replay import Call
 
 log = logging.getLogger("troth.sdk")
 
-STEP_TAG = "troth:step"
-"""The tag that records what a child promise was created for (``run:<function>``,
-``rpc:<function>``, ``sleep``, ``promise``, ``detached:<function>``): the history the
-determinism check compares a replay against."""
+SCOPE = "resonate:scope"
+"""``local`` for a step run in the execution's own process, ``global`` for a promise any
+process may settle (the convention of the Resonate SDKs)."""
+
+RUN_TAG = "troth:run"
+"""On a local step: the run (process and task version) that created it, so that a later
+run knows the step was started before it (see ``troth.sdk.attempts``)."""
 
 
 class SettledCache:
@@ -94,6 +101,9 @@ class Runtime:
     # (this clock's ms) until which the lease is certainly live (see ``Execution.lost``).
     held: dict[str, int] = field(default_factory=dict)
     leases: dict[str, int] = field(default_factory=dict)
+    # Set when the worker stops: no durable call starts and every wait ends (see
+    # ``Execution.refuse`` and ``Execution.pause``).
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class TaskRef(NamedTuple):
@@ -146,14 +156,38 @@ class Execution:
     def recorded(self, id: str) -> PromiseRecord | None:
         return self.runtime.settled.get(id)
 
-    def check(self, record: PromiseRecord, step: int, expected: str) -> None:
-        """Refuse to replay a step whose recorded function is not the one called now."""
-        found = record.tags.get(STEP_TAG)
-        if found is None or found == expected:
-            return
-        error = NonDeterminismError(self.root.id, step, record.id, expected, found)
+    @property
+    def run_id(self) -> str:
+        """This run among all runs of the task: the process and the task version."""
+        return f"{self.runtime.network.pid}/{self.task.version}"
+
+    def check(self, record: PromiseRecord, call: Call) -> None:
+        """Refuse to replay a call against a record that another call made."""
+        reason = call.mismatch(record.tags)
+        if reason is not None:
+            self.refuse_history(record.id, reason)
+
+    def refuse_history(self, id: str, reason: str) -> None:
+        error = NonDeterminismError(self.root.id, id, reason)
         self.stop(error)
         raise error
+
+    async def read(self, id: str) -> PromiseRecord | None:
+        """The promise ``id`` as the server has it, or None if it does not exist."""
+        try:
+            status, body = await self.runtime.network.send("promise.get", PromiseGetRequest(id))
+        except NetworkError as e:
+            signal = Aborted(f"server unreachable: {e}")
+            self.stop(signal)
+            raise signal from e
+        if status == 404:
+            return None
+        if status != 200:
+            signal = Aborted(str(ServerError("promise.get", status, str(body))))
+            self.stop(signal)
+            raise signal
+        self.runtime.settled.add(body.promise)
+        return body.promise
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -187,11 +221,30 @@ class Execution:
 
     def refuse(self) -> ExecutionSignal | None:
         """The signal a new durable call must raise instead of starting, if any."""
+        if self.signal is None and self.runtime.stopping.is_set():
+            self.stop(Stopping("the worker is stopping"))
         if self.signal is not None:
             return self.signal
         if self.draining and not _in_step.get():
             return Suspended()
         return None
+
+    async def pause(self, seconds: float) -> None:
+        """Wait before a retry; a stopping worker ends the wait (the retry is recorded, so
+        the run that takes the task over waits out the rest)."""
+        stopping = self.runtime.stopping
+        if not stopping.is_set():
+            sleep = asyncio.ensure_future(self.runtime.clock.sleep(seconds))
+            stop = asyncio.ensure_future(stopping.wait())
+            try:
+                await asyncio.wait([sleep, stop], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleep.cancel()
+                stop.cancel()
+        if stopping.is_set():
+            signal = Stopping("the worker is stopping")
+            self.stop(signal)
+            raise signal
 
     def spawn(self, work: Coroutine[Any, Any, Any], step: bool = False) -> asyncio.Task[Any]:
         """Start a durable operation now, tracked so that the run waits for it to finish."""
@@ -232,6 +285,12 @@ class Execution:
             )
             self.stop(signal)
             raise signal
+        if status == 413:
+            # The same request is refused the same way every time: the call fails.
+            raise UnstorableValueError(
+                f"the server refused {action.kind} of {action.data.id!r} as too large "
+                f"(413: {body}); lower Troth(max_value_bytes=...) below the server's limit"
+            )
         if status >= 500 or (status == 200 and not isinstance(body, FenceReply)):
             signal = Aborted(str(ServerError("task.fence", status, str(body))))
             self.stop(signal)

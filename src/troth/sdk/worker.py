@@ -48,14 +48,18 @@ from troth.protocol.requests import (
     TaskReleaseRequest,
     TaskSuspendRequest,
 )
-from troth.protocol.responses import PromiseResponse, TaskClaimResponse
-from troth.sdk.codec import convert
-from troth.sdk.context import Context, encode_outcome, invoke
+from troth.protocol.responses import PromiseResponse, Reply, TaskClaimResponse
+from troth.sdk import attempts
+from troth.sdk.codec import convert, encode_error
+from troth.sdk.context import Context, invoke
 from troth.sdk.errors import (
+    ExecutionSignal,
     FunctionNotFoundError,
     LeaseLost,
     NetworkError,
     NonDeterminismError,
+    Stopping,
+    UnstorableValueError,
 )
 from troth.sdk.execution import (
     Abort,
@@ -102,15 +106,34 @@ class Worker:
     def start(self) -> None:
         self._heartbeat = asyncio.create_task(self._beat(), name="troth-heartbeat")
 
-    async def stop(self) -> None:
-        """Stop driving; hand every held task back so another worker resumes it at once."""
+    async def stop(self, grace: float) -> None:
+        """Stop taking work, let running steps finish and record their results for up to
+        ``grace`` seconds, then hand every task still held back, so that another worker
+        resumes it at once instead of after its lease lapses.
+
+        Runs stop at their next durable call (``Stopping``) and release their task
+        themselves; what is still running after the grace period is cancelled, and its task
+        released here (its finished steps are recorded; the one cut off runs again).
+        """
+        self.runtime.stopping.set()
+        running = [job for job in self._jobs if not job.done()]
+        if running:
+            _, late = await asyncio.wait(running, timeout=grace)
+            if late:
+                log.warning(
+                    "%d task(s) still running after the %.3g s grace period; cancelling",
+                    len(late),
+                    grace,
+                )
+        held = dict(self.held)  # a cancelled drive forgets its task before we release it
         jobs = [*self._jobs, *([self._heartbeat] if self._heartbeat else [])]
         for job in jobs:
             job.cancel()
         for job in jobs:
             with contextlib.suppress(asyncio.CancelledError):
                 await job
-        for task_id, version in list(self.held.items()):
+        held.update(self.held)
+        for task_id, version in held.items():
             with contextlib.suppress(Exception):
                 await self._send("task.release", TaskReleaseRequest(task_id, version))
         self.held.clear()
@@ -126,6 +149,8 @@ class Worker:
 
     def on_message(self, message: Incoming) -> None:
         if isinstance(message, Execute):
+            if self.runtime.stopping.is_set():
+                return  # not acquired: the server sends it again, to a worker that runs
             self.spawn(self._execute(message))
         elif isinstance(message, Unblock):
             self.runtime.settled.add(message.promise)
@@ -202,9 +227,14 @@ class Worker:
             await self._release(task)
             return
         policy = entry.retry or (Never() if entry.durable else Exponential())
-        attempt = 1
+        # Failed attempts of the root are recorded like a step's (``troth.sdk.attempts``);
+        # they share the root's branch, so the preload carries them here.
+        execution = Execution(self.runtime, task, root, preload)
+        failures = await attempts.failures(execution, root.id, verify=False)
+        attempt = len(failures) + 1
+        if failures and (at := attempts.retry_at(failures[-1])) is not None:
+            await execution.pause(max(0.0, (at - self.runtime.clock.now()) / 1000))
         while self.held.get(task.id) == task.version:  # else a newer run drives it
-            execution = Execution(self.runtime, task, root, preload)
             ctx = None
             if entry.durable:
                 ctx = Context(
@@ -217,31 +247,37 @@ class Worker:
                 ctx.attempt = attempt
             outcome = await execution.run(invoke(self.runtime, entry.fn, ctx, args, kwargs))
             if isinstance(outcome, Done):
-                await self._fulfill(task, SettleState.RESOLVED, outcome.value)
+                await self._fulfill(task, outcome.value, None)
                 return
             if isinstance(outcome, Failed):
+                error = outcome.error
                 wait = next_retry(
-                    policy, attempt, outcome.error, (), self.runtime.clock.now(), root.timeout_at
+                    policy, attempt, error, (), self.runtime.clock.now(), root.timeout_at
                 )
-                if wait is None:
-                    await self._fulfill(task, SettleState.REJECTED, outcome.error)
+                if wait is None or isinstance(error, UnstorableValueError):
+                    await self._fulfill(task, None, error)
                     return
                 log.info(
                     "task %s failed (attempt %d: %r); retrying in %.3g s",
                     task.id,
                     attempt,
-                    outcome.error,
+                    error,
                     wait,
                 )
-                await self.runtime.clock.sleep(wait)
+                try:
+                    await attempts.record_failure(execution, root, attempt, error, wait)
+                    await execution.pause(wait)
+                except ExecutionSignal as signal:
+                    await self._abort(task, signal)
+                    return
                 attempt += 1
-                preload = []
+                execution = Execution(self.runtime, task, root, [])
                 continue
             if isinstance(outcome, Suspend):
                 resumed = await self._suspend(task, outcome.awaited)
                 if resumed is None:
                     return
-                preload = resumed
+                execution = Execution(self.runtime, task, root, resumed)
                 continue
             assert isinstance(outcome, Abort)
             await self._abort(task, outcome.signal)
@@ -271,13 +307,27 @@ class Worker:
     async def _send(self, kind: str, data: Any) -> tuple[int, Any]:
         return await self.runtime.network.send(kind, data)
 
-    async def _fulfill(self, task: HeldTask, state: SettleState, outcome: Any) -> None:
-        value: Value = encode_outcome(self.runtime.codec, outcome)
-        settle = PromiseSettleRequest(task.id, state, value)
-        request = TaskFulfillRequest(
-            task.id, task.version, SettleAction("promise.settle", action_head(), settle)
-        )
-        status, body = await self._send("task.fulfill", request)
+    async def _fulfill(self, task: HeldTask, value: Any, error: BaseException | None) -> None:
+        """Settle the root with the function's value, or its error; a value that cannot be
+        recorded rejects the root with ``UnstorableValueError`` instead."""
+        codec = self.runtime.codec
+        if error is None:
+            try:
+                encoded = codec.encode(value)
+            except UnstorableValueError as e:
+                error = e
+        if error is not None:
+            encoded = encode_error(codec, error)
+        state = SettleState.RESOLVED if error is None else SettleState.REJECTED
+        status, body = await self._settle_root(task, state, encoded)
+        if status == 413:
+            refused = UnstorableValueError(
+                f"the server refused the result of {task.id!r} as too large (413: {body}); "
+                "lower Troth(max_value_bytes=...) below the server's limit"
+            )
+            status, body = await self._settle_root(
+                task, SettleState.REJECTED, encode_error(codec, refused)
+            )
         if status == 200 and isinstance(body, PromiseResponse):
             self._setbacks.pop(task.id, None)
             self.runtime.settled.add(body.promise)
@@ -286,6 +336,13 @@ class Worker:
             log.debug("task %s was no longer ours to fulfill", task.id)
         else:
             log.warning("task.fulfill %s answered %s: %s", task.id, status, body)
+
+    async def _settle_root(self, task: HeldTask, state: SettleState, value: Value) -> Reply:
+        settle = PromiseSettleRequest(task.id, state, value)
+        request = TaskFulfillRequest(
+            task.id, task.version, SettleAction("promise.settle", action_head(), settle)
+        )
+        return await self._send("task.fulfill", request)
 
     async def _suspend(self, task: HeldTask, awaited: list[str]) -> list[PromiseRecord] | None:
         """Suspend on every awaited promise; the preload to continue with on a 300."""
@@ -313,6 +370,10 @@ class Worker:
         return None
 
     async def _abort(self, task: HeldTask, signal: BaseException) -> None:
+        if isinstance(signal, Stopping):
+            log.info("task %s: %s; releasing it", task.id, signal)
+            await self._release(task, setback=False)
+            return
         if isinstance(signal, NonDeterminismError):
             log.error("%s", signal)
             status, body = await self._send("task.halt", TaskHaltRequest(task.id))
@@ -325,10 +386,11 @@ class Worker:
         log.warning("task %s: %s; releasing", task.id, signal)
         await self._release(task)
 
-    async def _release(self, task: HeldTask) -> None:
-        self._setbacks[task.id] = self._setbacks.get(task.id, 0) + 1
-        if len(self._setbacks) > 10_000:  # forget the oldest
-            del self._setbacks[next(iter(self._setbacks))]
+    async def _release(self, task: HeldTask, setback: bool = True) -> None:
+        if setback:
+            self._setbacks[task.id] = self._setbacks.get(task.id, 0) + 1
+            if len(self._setbacks) > 10_000:  # forget the oldest
+                del self._setbacks[next(iter(self._setbacks))]
         try:
             status, _ = await self._send("task.release", TaskReleaseRequest(task.id, task.version))
         except NetworkError as e:

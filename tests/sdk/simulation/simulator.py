@@ -22,8 +22,8 @@ from typing import Any
 from troth.protocol.records import PARENT, PromiseState
 from troth.sdk import Troth
 from troth.sdk.codec import is_error_json
-from troth.sdk.execution import STEP_TAG
 from troth.sdk.network import Network
+from troth.sdk.replay import STEP_TAG
 
 from .faults import Faults
 from .network import SimNetwork, Wire
@@ -223,8 +223,8 @@ class Simulation:
         outcome: Outcome = {}
         steps: dict[str, str] = {}
         for p in self.server.oracle.state.promises:
-            if p.id not in roots and STEP_TAG not in p.tags:
-                continue
+            if p.id not in roots and p.tags.get(STEP_TAG, "attempt") == "attempt":
+                continue  # not a durable call (attempt records depend on the faults)
             value = codec.decode(p.value)
             if is_error_json(value):  # the stack differs between runs; the error does not
                 value = (value["name"], value["message"])

@@ -23,7 +23,8 @@ import pytest
 
 from troth.protocol.records import PromiseRecord, PromiseState
 from troth.protocol.requests import PromiseCreateRequest
-from troth.sdk.execution import STEP_TAG, Execution
+from troth.sdk.execution import Execution
+from troth.sdk.replay import STEP_TAG
 
 from .checks import problems, report
 from .faults import Faults
