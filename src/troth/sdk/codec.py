@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import collections.abc
+import dataclasses
 import functools
 import inspect
 import sys
 import traceback
+import types
 import typing
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -114,22 +117,121 @@ class Codec:
 # -- typed values ---------------------------------------------------------------------------
 
 
+class _NoDecoder(Exception):
+    """msgspec met a type it cannot build (a plain class): decode the value another way.
+
+    Not a ``TypeError``/``ValueError``, which msgspec would report as a validation error."""
+
+
 def _dec_hook(hint: Any, obj: Any) -> Any:
     validate = getattr(hint, "model_validate", None)  # pydantic v2 models
     if callable(validate):
         return validate(obj)
-    raise NotImplementedError(f"cannot decode into {hint!r}")
+    raise _NoDecoder(hint)
 
 
 def convert(obj: Any, hint: Any) -> Any:
-    """``obj`` (plain JSON) as an instance of ``hint``; unchanged when there is no hint."""
-    if hint is None or hint is Any or hint is inspect.Parameter.empty or obj is None:
+    """``obj`` (plain JSON) as an instance of ``hint``; unchanged when there is no hint.
+
+    msgspec builds what it supports (scalars, ``Literal``, ``Optional`` and simple unions,
+    generics, TypedDicts, dataclasses, structs; pydantic models through their validator).
+    Where it refuses the hint as such (a union of several dataclasses, a plain class it
+    cannot construct), the value is taken apart along the hint instead: each member of a
+    union is tried in order, containers convert their items, and what nothing can build
+    (a plain class, an unresolved string annotation, a ``TypeVar``, ``object``) is passed
+    through as the plain JSON value. A value that does not fit a hint that can be checked
+    (a string where ``int`` is declared) raises ``msgspec.ValidationError`` naming the hint.
+    """
+    if obj is None or _unchecked(hint):
         return obj
-    if isinstance(hint, str):
-        return obj  # an annotation we could not resolve
     if isinstance(hint, type) and issubclass(hint, BaseException):
         return error_from_json(obj) if is_error_json(obj) else obj
-    return msgspec.convert(obj, hint, strict=False, dec_hook=_dec_hook)
+    try:
+        return msgspec.convert(obj, hint, strict=False, dec_hook=_dec_hook)
+    except msgspec.ValidationError as e:
+        raise msgspec.ValidationError(
+            f"{_brief(obj)} does not fit the type hint {_hint_name(hint)}: {e}"
+        ) from None
+    except (TypeError, _NoDecoder):
+        return _convert_along(obj, hint)
+
+
+def _unchecked(hint: Any) -> bool:
+    """A hint that says nothing checkable about a value: it passes through unchanged."""
+    return (
+        hint is None
+        or hint is Any
+        or hint is object
+        or hint is inspect.Parameter.empty
+        or isinstance(hint, str | typing.ForwardRef | typing.TypeVar)
+    )
+
+
+_SEQUENCES: dict[Any, Callable[[list[Any]], Any]] = {
+    list: list,
+    set: set,
+    frozenset: frozenset,
+    collections.abc.Sequence: list,
+    collections.abc.MutableSequence: list,
+    collections.abc.Collection: list,
+    collections.abc.Iterable: list,
+    collections.abc.Set: frozenset,
+    collections.abc.MutableSet: set,
+}
+_MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
+
+
+def _convert_along(obj: Any, hint: Any) -> Any:
+    """``convert`` for a hint msgspec refuses: by its parts, passing unknown ones through."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Annotated:
+        return convert(obj, args[0])
+    if origin is typing.Union or origin is types.UnionType:
+        failures = []
+        for member in args:
+            if member is not type(None):
+                try:
+                    return convert(obj, member)
+                except (msgspec.ValidationError, ValueError, TypeError) as e:
+                    failures.append(str(e))
+        raise msgspec.ValidationError(
+            f"{_brief(obj)} fits no member of the type hint {_hint_name(hint)}: "
+            + "; ".join(failures)
+        )
+    if isinstance(obj, list) and origin in _SEQUENCES and len(args) == 1:
+        return _SEQUENCES[origin]([convert(item, args[0]) for item in obj])
+    if isinstance(obj, list) and origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(convert(item, args[0]) for item in obj)
+        if len(args) == len(obj):
+            return tuple(convert(item, arg) for item, arg in zip(obj, args, strict=True))
+    if isinstance(obj, dict) and origin in _MAPPINGS and len(args) == 2:
+        return {convert(k, args[0]): convert(v, args[1]) for k, v in obj.items()}
+    if isinstance(obj, dict) and isinstance(hint, type):
+        if dataclasses.is_dataclass(hint):  # a field msgspec refuses: build it field by field
+            fields = _field_hints(hint)
+            known = {f.name for f in dataclasses.fields(hint) if f.init}
+            return hint(**{k: convert(v, fields.get(k)) for k, v in obj.items() if k in known})
+        if typing.is_typeddict(hint):
+            fields = _field_hints(hint)
+            return {k: convert(v, fields.get(k)) for k, v in obj.items()}
+    return obj  # nothing here can build it: the plain JSON value
+
+
+def _field_hints(cls: type) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:
+        return {}
+
+
+def _brief(obj: Any) -> str:
+    text = repr(obj)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _hint_name(hint: Any) -> str:
+    return hint.__qualname__ if isinstance(hint, type) else repr(hint)
 
 
 def parameter_hints(fn: Callable[..., Any]) -> tuple[list[tuple[str, Any, Any]], Any]:
@@ -146,14 +248,34 @@ def parameter_hints(fn: Callable[..., Any]) -> tuple[list[tuple[str, Any, Any]],
 def _hints(fn: Callable[..., Any]) -> tuple[list[tuple[str, Any, Any]], Any]:
     try:
         hints = typing.get_type_hints(fn)
-    except Exception:
-        hints = {}
+    except Exception:  # one annotation that cannot be resolved: resolve the others alone
+        hints = _each_hint(fn)
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):  # some builtins have none
         return [], None
     params = [(p.name, p.kind, hints.get(p.name)) for p in signature.parameters.values()]
     return params, hints.get("return")
+
+
+def _each_hint(fn: Callable[..., Any]) -> dict[str, Any]:
+    """Each annotation of ``fn`` resolved on its own; one that cannot be stays a string
+    (which ``convert`` passes through)."""
+    try:
+        annotations = inspect.get_annotations(fn)
+    except Exception:
+        return {}
+    namespace = getattr(inspect.unwrap(fn), "__globals__", {})
+    return {name: _resolved(a, namespace) for name, a in annotations.items()}
+
+
+def _resolved(annotation: Any, namespace: dict[str, Any]) -> Any:
+    if isinstance(annotation, str):
+        try:
+            return eval(annotation, namespace)  # what get_type_hints does, one at a time
+        except Exception:
+            pass
+    return annotation
 
 
 _remembered_hints = functools.lru_cache(maxsize=1024)(_hints)
