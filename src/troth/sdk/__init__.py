@@ -17,6 +17,7 @@ from troth.sdk.errors import (
     ServerError,
     TimedOutError,
     TrothError,
+    UnstorableValueError,
 )
 from troth.sdk.options import Options
 from troth.sdk.retry import Constant, Exponential, Linear, Never, RetryPolicy
@@ -43,6 +44,7 @@ __all__ = [
     "TimedOutError",
     "Troth",
     "TrothError",
+    "UnstorableValueError",
     "VirtualClock",
     "WallClock",
     "worker_main",

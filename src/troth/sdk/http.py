@@ -125,6 +125,10 @@ class HttpNetwork:
     async def send(self, kind: str, data: Data) -> Reply:
         cid = corr_id()
         response = await self._post(kind, encode_request(kind, data, cid, auth=self.token))
+        if response.status == 413:
+            # Refused before it was read (no envelope): the same request is refused again, so
+            # it is an answer, not a failure to reach the server.
+            return Reply(413, response.body.decode(errors="replace"))
         try:
             envelope = msgspec.json.decode(response.body, type=_Envelope)
         except msgspec.DecodeError as e:

@@ -1,0 +1,86 @@
+"""Retry counts are durable: a policy of four attempts makes four, whatever is killed when,
+and every failed attempt is recorded where an operator can read it."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from troth.sdk import Troth
+
+from support.processes import ledger, start, wait_for, write_module
+
+pytestmark = pytest.mark.anyio
+
+APP = """
+def charge() -> None:
+    record("start")
+    time.sleep(0.4)
+    raise RuntimeError("card service down")
+
+@app.register
+async def pay(ctx: Context) -> str:
+    try:
+        await ctx.run(charge, retry=Constant(0.3, max_attempts=4))
+    except RuntimeError as e:
+        return f"gave up: {e}"
+    return "paid"
+
+async def main() -> None:
+    async with app:
+        print(await app.run(os.environ["ID"], pay).result(), flush=True)
+
+if __name__ == "__main__":
+    asyncio.run(main())
+"""
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def mode_env(request, tmp_path) -> dict[str, str]:
+    if request.param == "embedded":
+        return {"TROTH_DB": str(tmp_path / "troth.db")}
+    server = request.getfixturevalue("server")
+    return {"TROTH_URL": server.url, "TROTH_GROUP": f"r{uuid.uuid4().hex[:6]}"}
+
+
+async def test_a_kill_during_an_attempt_does_not_add_attempts(mode_env, tmp_path):
+    write_module(tmp_path, "payments", APP)
+    id = f"pay-{uuid.uuid4().hex[:6]}"
+    env = {**mode_env, "LEDGER": str(tmp_path / "ledger"), "ID": id, "TTL": "2"}
+    first = start(tmp_path, env, "payments.py")
+    try:
+        wait_for(tmp_path / "ledger", "start", count=3)  # the third attempt is running
+    finally:
+        first.kill()  # SIGKILL: the attempt is cut off, nothing is released
+        first.wait()
+    second = start(tmp_path, env, "payments.py")
+    output = second.communicate(timeout=60)[0].decode()
+    assert second.returncode == 0, output
+    assert "gave up: card service down" in output
+    # Before the count was durable, the new process started again at attempt 1: 3 + 4 = 7
+    # (or 6, when the kill fell between attempts).
+    assert ledger(tmp_path / "ledger")["start"] == 4
+
+    # Every failed attempt but the last is on record, with its error and the next start.
+    reader = Troth(url=mode_env.get("TROTH_URL"), db=mode_env.get("TROTH_DB"))
+    try:
+        step = f"{id}:0"
+        for attempt in (1, 2, 3):
+            record = await reader.promises.get(f"{step}.attempt{attempt}")
+            assert record.state == "rejected"
+            assert record.tags["troth:attempt"] == str(attempt)
+            assert int(record.tags["troth:retry_at"]) > 0
+            if attempt < 3:
+                with pytest.raises(RuntimeError, match="card service down"):
+                    record.value()
+            else:  # the attempt the kill cut off
+                with pytest.raises(Exception, match="attempt 3 of step .* was interrupted"):
+                    record.value()
+        with pytest.raises(Exception, match="404"):
+            await reader.promises.get(f"{step}.attempt4")  # the last attempt is the step's
+        with pytest.raises(RuntimeError, match="card service down"):
+            (await reader.promises.get(step)).value()
+    finally:
+        await reader.stop()
+

@@ -1,0 +1,75 @@
+"""Graceful stop: SIGTERM lets the running step finish and record its result, then hands
+the task back, so another worker resumes it at once and nothing finished runs again."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+import uuid
+
+import pytest
+
+from support.processes import ledger, wait_for, worker, write_module
+from troth.sdk import Troth
+
+pytestmark = pytest.mark.anyio
+
+APP = """
+def slow_step(n: int) -> int:
+    record(f"start {n}")
+    time.sleep(1.5)
+    record(f"done {n}")
+    return n
+
+@app.register
+async def job(ctx: Context) -> int:
+    total = 0
+    for n in range(3):
+        total += await ctx.run(slow_step, n)
+    return total
+"""
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def mode_env(request, tmp_path) -> dict[str, str]:
+    if request.param == "embedded":
+        return {"TROTH_DB": str(tmp_path / "troth.db")}
+    server = request.getfixturevalue("server")
+    return {"TROTH_URL": server.url, "TROTH_GROUP": f"s{uuid.uuid4().hex[:6]}"}
+
+
+async def test_sigterm_finishes_the_running_step_and_hands_the_task_over(mode_env, tmp_path):
+    write_module(tmp_path, "jobs", APP)
+    env = {**mode_env, "LEDGER": str(tmp_path / "ledger")}  # the default 30 s lease
+    first = worker(tmp_path, env, "jobs:app")
+    client = Troth(
+        url=mode_env.get("TROTH_URL"), group="clients", db=mode_env.get("TROTH_DB")
+    )  # only calls: never started
+    try:
+        id = f"job-{uuid.uuid4().hex[:6]}"
+        handle = client.rpc(id, "job", target=mode_env.get("TROTH_GROUP", "default"))
+        await handle.started()
+        wait_for(tmp_path / "ledger", "start 1")
+        first.send_signal(signal.SIGTERM)
+        output = first.communicate(timeout=15)[0].decode()
+        assert first.returncode == 0, output
+        # The step that was running when the signal came finished and was recorded.
+        assert ledger(tmp_path / "ledger") == {"start 0": 1, "done 0": 1, "start 1": 1,
+                                               "done 1": 1}  # fmt: skip
+
+        stopped = time.monotonic()
+        second = worker(tmp_path, env, "jobs:app")
+        try:
+            assert await asyncio.wait_for(handle.result(), 20) == 0 + 1 + 2
+            # Released, not left to its lease: the second worker took over at once.
+            assert time.monotonic() - stopped < 10
+        finally:
+            second.send_signal(signal.SIGTERM)
+            second.communicate(timeout=15)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        await client.stop()
+    steps = ledger(tmp_path / "ledger")
+    assert all(steps[f"start {n}"] == 1 and steps[f"done {n}"] == 1 for n in range(3)), steps

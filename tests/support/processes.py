@@ -1,0 +1,69 @@
+"""Worker processes for the SDK tests: a module written into a temporary folder, run as
+``troth worker`` (or as a script), against a server URL or an embedded database file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+# The prelude of every app module: TROTH_URL (remote) or TROTH_DB (embedded) picks the mode.
+PRELUDE = """
+import asyncio, os, sys, time
+from datetime import timedelta
+from pathlib import Path
+from troth import Context, Troth
+from troth.sdk import Constant
+
+LEDGER = Path(os.environ["LEDGER"])
+
+def record(line: str) -> None:
+    with LEDGER.open("a") as f:
+        f.write(line + "\\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+app = Troth(
+    url=os.environ.get("TROTH_URL"),
+    group=os.environ.get("TROTH_GROUP", "default"),
+    db=os.environ.get("TROTH_DB"),
+    ttl=timedelta(seconds=float(os.environ.get("TTL", "30"))),
+)
+"""
+
+
+def write_module(directory: Path, name: str, body: str) -> Path:
+    path = directory / f"{name}.py"
+    path.write_text(PRELUDE + textwrap.dedent(body))
+    return path
+
+
+def ledger(path: Path) -> Counter[str]:
+    return Counter(path.read_text().splitlines()) if path.exists() else Counter()
+
+
+def wait_for(path: Path, line: str, count: int = 1, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while ledger(path)[line] < count:
+        assert time.monotonic() < deadline, f"{line!r} x{count} never appeared: {ledger(path)}"
+        time.sleep(0.02)
+
+
+def start(directory: Path, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    """``python *args`` in ``directory`` with ``env`` added."""
+    return subprocess.Popen(
+        [sys.executable, *args],
+        cwd=directory,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def worker(directory: Path, env: dict[str, str], module: str) -> subprocess.Popen[bytes]:
+    code = f"import sys; from troth.sdk import worker_main; sys.exit(worker_main({module!r}))"
+    return start(directory, env, "-c", code)
