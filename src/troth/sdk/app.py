@@ -20,7 +20,7 @@ from troth.protocol.requests import CreateAction, PromiseCreateRequest, TaskCrea
 from troth.protocol.responses import PromiseResponse, TaskClaimResponse
 from troth.sdk.client import Handle, Promises, Schedules, Waiter
 from troth.sdk.clock import Clock, WallClock
-from troth.sdk.codec import Codec, Encryptor, parameter_hints
+from troth.sdk.codec import DEFAULT_MAX_VALUE_BYTES, Codec, Encryptor, parameter_hints
 from troth.sdk.context import SCOPE
 from troth.sdk.errors import FunctionNotFoundError, ServerError
 from troth.sdk.execution import Runtime, SettledCache
@@ -53,6 +53,8 @@ class Troth:
         clock: Clock | None = None,
         retry_timeout: timedelta = timedelta(seconds=5),
         request_retry: timedelta = timedelta(seconds=30),
+        shutdown_grace: timedelta = timedelta(seconds=10),
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> None:
         self.url = url
         self.group = group
@@ -66,7 +68,9 @@ class Troth:
         # before the call fails with ``NetworkError`` (see ``troth.sdk.http``).
         self.request_retry = request_retry.total_seconds()
         self.clock: Clock = clock or WallClock()
-        self.codec = codec or Codec(encryptor=encryptor)
+        # Stopping lets running steps record their results for this long, then releases.
+        self.shutdown_grace = shutdown_grace.total_seconds()
+        self.codec = codec or Codec(encryptor=encryptor, max_value_bytes=max_value_bytes)
         self.registry = Registry()
         self.waiter = Waiter(self)
         self.promises = Promises(self)
@@ -157,7 +161,7 @@ class Troth:
         failed, which is logged as an error), even if no one awaited its handle."""
         await self._finish_starts()
         if self._worker is not None:
-            await self._worker.stop()
+            await self._worker.stop(self.shutdown_grace)
             self._worker = None
         if self._runtime is not None:
             await self._runtime.network.stop()

@@ -34,9 +34,14 @@ from typing import Any, Protocol
 import msgspec
 
 from troth.protocol.records import PromiseRecord, PromiseState, Value
-from troth.sdk.errors import CanceledError, RemoteError, TimedOutError
+from troth.sdk.errors import CanceledError, RemoteError, TimedOutError, UnstorableValueError
 
 CODEC_HEADER = "troth:codec"
+
+DEFAULT_MAX_VALUE_BYTES = 1024 * 1024
+"""The largest encoded value (the base64 ``data``) the SDK records, in both modes. The
+server's default request limit is 2 MiB, so a value at this limit always fits in a request;
+a server configured lower answers 413, which the SDK reports the same way."""
 
 
 class Serializer(Protocol):
@@ -87,15 +92,34 @@ class Codec:
         serializer: Serializer | None = None,
         encryptor: Encryptor | None = None,
         readers: list[Serializer] | None = None,
+        *,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> None:
         self.serializer = serializer or JsonSerializer()
         self.encryptor = encryptor
+        self.max_value_bytes = max_value_bytes
         self._readers = {s.name: s for s in [JsonSerializer(), *(readers or []), self.serializer]}
 
     def encode(self, value: Any) -> Value:
-        data = base64.b64encode(self.serializer.dumps(value)).decode("ascii")
+        """``value`` as a promise value; ``UnstorableValueError`` when it cannot be recorded
+        (no encoding for its type, or over ``max_value_bytes`` once encoded)."""
+        try:
+            raw = self.serializer.dumps(value)
+        except Exception as e:
+            raise UnstorableValueError(
+                f"cannot record a value of type {type(value).__qualname__}: {e}"
+            ) from e
+        data = base64.b64encode(raw).decode("ascii")
         encoded = Value(headers={CODEC_HEADER: self.serializer.name}, data=data)
-        return self.encryptor.encrypt(encoded) if self.encryptor else encoded
+        if self.encryptor:
+            encoded = self.encryptor.encrypt(encoded)
+        size = len(encoded.data or "")
+        if size > self.max_value_bytes:
+            raise UnstorableValueError(
+                f"a value of type {type(value).__qualname__} encodes to {size} bytes, over "
+                f"the payload limit of {self.max_value_bytes} bytes (Troth(max_value_bytes=...))"
+            )
+        return encoded
 
     def decode(self, value: Value) -> Any:
         """The plain (JSON-shaped) value in ``value``; None when it carries no data."""
@@ -307,6 +331,15 @@ def error_to_json(error: BaseException) -> dict[str, Any]:
 
 
 AGGREGATE_ERROR = "aggregate_error"
+
+
+def encode_error(codec: Codec, error: BaseException) -> Value:
+    """An error as a value; one the codec cannot record is recorded by type and message."""
+    try:
+        return codec.encode(error)
+    except UnstorableValueError:
+        text = f"{type(error).__qualname__}: {error}"
+        return codec.encode(UnstorableValueError(text[:4096]))
 
 
 def is_error_json(obj: Any) -> bool:
