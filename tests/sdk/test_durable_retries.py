@@ -7,9 +7,8 @@ import uuid
 
 import pytest
 
-from troth.sdk import Troth
-
 from support.processes import ledger, start, wait_for, write_module
+from troth.sdk import ServerError, Troth, TrothError
 
 pytestmark = pytest.mark.anyio
 
@@ -75,12 +74,11 @@ async def test_a_kill_during_an_attempt_does_not_add_attempts(mode_env, tmp_path
                 with pytest.raises(RuntimeError, match="card service down"):
                     record.value()
             else:  # the attempt the kill cut off
-                with pytest.raises(Exception, match="attempt 3 of step .* was interrupted"):
+                with pytest.raises(TrothError, match=r"attempt 3 of step .* was interrupted"):
                     record.value()
-        with pytest.raises(Exception, match="404"):
+        with pytest.raises(ServerError, match="404"):
             await reader.promises.get(f"{step}.attempt4")  # the last attempt is the step's
         with pytest.raises(RuntimeError, match="card service down"):
             (await reader.promises.get(step)).value()
     finally:
         await reader.stop()
-
