@@ -1,15 +1,23 @@
 """Embedded mode: the engine in this process, on SQLite, behind the ``Network`` seam.
 
-Requests go through the same validation as the server's (``troth.protocol.kinds``) and
-then straight to ``Service.handle``. Two loops stand in for the server's background work:
-the timeouts loop fires due timeouts (promise deadlines, leases, retries, schedules) with
-``fire_due``, and the delivery loop hands outbox messages to this process's worker and
-acknowledges them. With one process there is one worker, so every poll address (any
-group) is delivered here; HTTP push targets are not served in embedded mode.
+Every request is checked by the server's own envelope decoder (``decode_request``) before
+it reaches ``Service.handle``, so embedded mode refuses exactly what a server refuses, with
+the same 400 message; a storage failure answers 500 as the server would, so user code sees
+``ServerError`` rather than a raw ``sqlite3`` exception.
+
+Three loops stand in for the server's background work: the timeouts loop fires due timeouts
+(promise deadlines, leases, retries, schedules) with ``fire_due``; the delivery loop hands
+outbox messages to this process's worker and acknowledges them; the watch loop notices
+commits by *other processes* on the same file (another app, a script settling a promise)
+and wakes the other two. Delivery takes every anycast message (any group: one process
+serves them all; one that prefers another process is first left to it for a moment) and the
+unicast messages addressed to this process; unicast messages for another process on the
+file stay in the outbox for it. HTTP push targets are not served.
 
 Because the state lives in a SQLite file, a process killed mid-workflow and started again
-finds its tasks where they were: their leases lapse, the timeouts loop re-dispatches them,
-and the worker replays them from their recorded steps.
+finds its tasks where they were. If it is the only process using the file, it takes them
+back at once (``SqliteService.recover_abandoned``); otherwise their leases lapse, the
+timeouts loop re-dispatches them, and a worker replays them from their recorded steps.
 """
 
 from __future__ import annotations
@@ -17,11 +25,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 
 from troth.protocol.addresses import parse_poll
-from troth.protocol.envelope import Request
-from troth.protocol.kinds import KINDS
+from troth.protocol.envelope import BadRequest, decode_request, encode_request
 from troth.protocol.requests import Data
 from troth.protocol.responses import ExecuteData, Reply, TaskFenceResult, UnblockData
 from troth.sdk.clock import Clock, WallClock
@@ -35,7 +43,8 @@ from troth.sdk.network import (
     error_message,
     fence_reply,
 )
-from troth.storage.service import Delivery, Service
+from troth.storage.service import Delivery
+from troth.storage.sqlite import SqliteService
 
 log = logging.getLogger("troth.sdk")
 
@@ -47,15 +56,25 @@ _BATCH = 100
 # a request armed closer than this fires at most this late; virtual time waits for none.
 _COALESCE = 0.005
 
+# How often (s) the watch loop asks whether another process has committed to the file: a
+# promise settled elsewhere resumes its waiters here within about this long.
+_WATCH = 0.1
+
+# How long (s) an anycast message that prefers another process is left to it: a few of
+# its watch periods.
+_PREFERENCE = 0.3
+
 
 class LocalNetwork:
-    def __init__(self, service: Service, clock: Clock, group: str, pid: str) -> None:
+    def __init__(self, service: SqliteService, clock: Clock, group: str, pid: str) -> None:
         self.service = service
         self.clock = clock
         self.group = group
         self.pid = pid
         self._poke = asyncio.Event()
         self._coalesce = _COALESCE if isinstance(clock, WallClock) else 0.0
+        # Virtual time is one process's: nobody else would take a message left to them.
+        self._preference = _PREFERENCE if isinstance(clock, WallClock) else 0.0
         self._loops: list[asyncio.Task[None]] = []
         self._on_message: OnMessage | None = None
         # Operations started so far and operations in flight: how virtual time
@@ -77,11 +96,18 @@ class LocalNetwork:
         return self.busy == 0 and not self.service.outbox_changed().is_set()
 
     async def send(self, kind: str, data: Data) -> Reply:
-        spec = KINDS[kind]
-        if spec.validate is not None and (errors := spec.validate(data)):
-            return Reply(400, "; ".join(errors))
-        async with self._working():
-            reply = await self.service.handle(Request(kind, corr_id(), data), self.clock.now())
+        try:
+            # The request as a server would read it off the wire: one set of rules for both.
+            request = decode_request(encode_request(kind, data, corr_id()))
+        except BadRequest as error:
+            return error.reply()
+        try:
+            async with self._working():
+                reply = await self.service.handle(request, self.clock.now())
+        except Exception as error:
+            # What the server answers for an infrastructure failure (``troth.server.rpc``).
+            log.exception("embedded %s failed", kind)
+            return Reply(500, f"Internal error: {error}")
         status, body = reply
         self._poke.set()  # the request may have armed an earlier deadline
         if status not in (200, 300):
@@ -92,10 +118,19 @@ class LocalNetwork:
 
     async def start(self, on_message: OnMessage, on_connect: OnConnect) -> None:
         self._on_message = on_message
+        try:
+            if await self.service.recover_abandoned(self.pid, self.clock.now()):
+                log.info("no other process uses %s: took back its dead tasks", self.service.path)
+        except Exception:
+            # Only a shortcut: without it the dead holders' leases lapse in their own time.
+            log.warning("embedded recovery failed; leases will lapse instead", exc_info=True)
         self._loops = [
             asyncio.create_task(self._deliver(), name="troth-embedded-delivery"),
             asyncio.create_task(self._fire_timeouts(), name="troth-embedded-timeouts"),
         ]
+        if isinstance(self.clock, WallClock):
+            # Virtual time (``troth.testing``) is one process's by construction.
+            self._loops.append(asyncio.create_task(self._watch(), name="troth-embedded-watch"))
         await on_connect()
 
     async def stop(self) -> None:
@@ -144,23 +179,80 @@ class LocalNetwork:
 
     async def _deliver(self) -> None:
         changed = self.service.outbox_changed()
+        # Every row up to this seq has been read: ours delivered and acknowledged, other
+        # processes' left in place. Reading on from it never meets those again, so rows
+        # left for a live process cost nothing, however long they wait.
+        seen = 0
+        # Anycast messages that prefer another process, by seq: when they may be taken here.
+        waiting: dict[int, float] = {}
         while True:
             try:
                 async with self._working():
                     changed.clear()
-                    batch = await self.service.outbox(_BATCH)
-                    for delivery in batch:
+                    now = time.monotonic()
+                    due = {seq for seq, at in waiting.items() if at <= now}
+                    for seq in due:
+                        del waiting[seq]
+                    if due:
+                        seen = min(seen, min(due) - 1)  # read them again, if still there
+                    batch = await self.service.outbox(_BATCH, after=seen)
+                    ours = [d for d in batch if self._takes(d, waiting, due, now)]
+                    for delivery in ours:
                         message = _incoming(delivery)
                         if message is not None and self._on_message is not None:
                             self._on_message(message)
+                    if ours:
+                        await self.service.ack(ours)
                     if batch:
-                        await self.service.ack(batch)
-                if not batch:
-                    await changed.wait()
+                        seen = max(seen, batch[-1].seq)
+                if len(batch) < _BATCH:
+                    wake = min(waiting.values(), default=None)
+                    timeout = None if wake is None else max(0.0, wake - time.monotonic())
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(changed.wait(), timeout)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("embedded delivery loop failed; retrying in 1 s")
+                await asyncio.sleep(1)
+
+    def _takes(
+        self, delivery: Delivery, waiting: dict[int, float], due: set[int], now: float
+    ) -> bool:
+        """Whether this process takes ``delivery`` now (see the module docstring).
+
+        An anycast message that prefers another process (a workflow that process started,
+        resumed) is left to it for a moment, as a server would send it there: a process
+        that merely settled the promise and exits may not swallow it. If it is still there
+        after ``_PREFERENCE``, its process is gone or busy, and this one takes it.
+        """
+        poll = parse_poll(delivery.address)
+        if poll is None:
+            return True  # undeliverable here: ``_incoming`` drops it
+        if poll.cast == "uni":
+            return poll.id == self.pid
+        if poll.id in (None, self.pid) or delivery.seq in due or not self._preference:
+            return True
+        waiting.setdefault(delivery.seq, now + self._preference)
+        return False
+
+    async def _watch(self) -> None:
+        """Wake delivery and the timeouts loop when another process commits to the file.
+
+        Asks SQLite a header question a few times a second rather than reading any table:
+        a commit elsewhere may have enqueued a message for this process (a resumed task, an
+        unblock) or armed an earlier deadline.
+        """
+        while True:
+            await asyncio.sleep(_WATCH)
+            try:
+                if await self.service.committed_elsewhere():
+                    self.service.outbox_changed().set()
+                    self._poke.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("embedded watch loop failed; retrying in 1 s")
                 await asyncio.sleep(1)
 
 

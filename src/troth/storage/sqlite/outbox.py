@@ -13,10 +13,12 @@ from troth.storage import codec
 from troth.storage.service import Delivery
 
 
-def undelivered(conn: sqlite3.Connection, limit: int) -> list[Delivery]:
-    """Up to ``limit`` messages in the order they were (last) enqueued."""
+def undelivered(conn: sqlite3.Connection, limit: int, after: int = 0) -> list[Delivery]:
+    """Up to ``limit`` messages after ``seq`` ``after``, in the order they were (last)
+    enqueued."""
     rows = conn.execute(
-        "SELECT seq, kind, address, message FROM outbox ORDER BY seq LIMIT ?", (limit,)
+        "SELECT seq, kind, address, message FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?",
+        (after, limit),
     )
     return [
         Delivery(seq, address, codec.message(kind, message)) for seq, kind, address, message in rows

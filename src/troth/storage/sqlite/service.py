@@ -4,11 +4,16 @@ Writes go through the group-committing ``Writer``, which runs them on the event 
 syncs in a thread of its own; reads (the kinds that never write, the outbox, the snapshot)
 are answered by a small pool of reader connections, which WAL lets run beside the writer,
 so a read never waits behind a commit.
+
+Several processes may open one file (embedded apps, scripts, the CLI). Each holds a shared
+lock on ``<db>.lock`` while it has the file open (``liveness``), and notices the others'
+commits through ``committed_elsewhere``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -20,7 +25,7 @@ from troth.protocol.envelope import Request
 from troth.protocol.responses import Reply, Snapshot
 from troth.storage.service import Delivery
 from troth.storage.snapshot import snapshot
-from troth.storage.sqlite import outbox, schema
+from troth.storage.sqlite import liveness, outbox, schema
 from troth.storage.sqlite.store import SqliteStore
 from troth.storage.sqlite.writer import Writer
 
@@ -55,6 +60,7 @@ class SqliteService:
         conn = schema.connect(path, synchronous=synchronous)
         try:
             schema.migrate(conn)
+            self._lock = liveness.hold_shared(path)
         except BaseException:
             conn.close()
             raise
@@ -64,6 +70,8 @@ class SqliteService:
         self._reader_conns: list[sqlite3.Connection] = []
         self._reader_local = threading.local()
         self._reader_lock = threading.Lock()
+        self._watcher: sqlite3.Connection | None = None  # see ``committed_elsewhere``
+        self._data_version: int | None = None
 
     @property
     def commits(self) -> int:
@@ -96,8 +104,14 @@ class SqliteService:
         timeout = await self._read(lambda store: store.next_timeout())
         return None if timeout is None else timeout.at
 
-    async def outbox(self, limit: int) -> list[Delivery]:
-        return await self._read(lambda store: outbox.undelivered(store.conn, limit))
+    async def outbox(self, limit: int, *, after: int = 0) -> list[Delivery]:
+        """As ``Service.outbox``; ``after`` skips rows up to that ``seq``.
+
+        Rows commit in ``seq`` order on SQLite (one writer at a time), so a reader that has
+        seen every row up to ``seq`` s and left some (another process's unicast messages)
+        can read on from s and meet only rows it has not seen.
+        """
+        return await self._read(lambda store: outbox.undelivered(store.conn, limit, after))
 
     async def claim(self, deliveries: list[Delivery], holder: str, ttl: int) -> list[Delivery]:
         """Everything: one server owns a SQLite file, so nobody else delivers its rows."""
@@ -133,6 +147,58 @@ class SqliteService:
             for conn in self._reader_conns:
                 conn.close()
             self._reader_conns.clear()
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+        if self._lock is not None:
+            os.close(self._lock)  # releases the lock: this process no longer uses the file
+            self._lock = None
+
+    # -- several processes on one file --------------------------------------------------------
+
+    async def committed_elsewhere(self) -> bool:
+        """Whether another connection to the file has committed since the last call.
+
+        SQLite's ``PRAGMA data_version`` on one connection changes when any *other*
+        connection commits; reading it costs a look at the WAL index in shared memory, not a
+        query of any table, so it can be asked a few times a second. The connection asked is
+        a dedicated one, so this process's own writer counts as another connection: its
+        commits answer True too (harmless, and they announce themselves anyway). The first
+        call answers True: nothing is known of what came before it. Call it from one task at
+        a time.
+        """
+        loop = asyncio.get_running_loop()
+        version = await loop.run_in_executor(self._readers, self._read_data_version)
+        changed = version != self._data_version
+        self._data_version = version
+        return changed
+
+    def _read_data_version(self) -> int:
+        if self._watcher is None:
+            self._watcher = schema.connect(self.path, synchronous=self._synchronous, read_only=True)
+        return self._watcher.execute("PRAGMA data_version").fetchone()[0]
+
+    async def recover_abandoned(self, pid: str, now: int) -> bool:
+        """For the embedded owner only (an app running the engine in-process as ``pid``),
+        once, before it takes any work: if no other process has the file open, take back
+        at ``now`` what dead processes held (``liveness.take_back``). Returns whether it did.
+
+        The holder of an acquired task is known dead because of the lock every
+        ``SqliteService`` holds while the file is open (``liveness``): when nobody else holds
+        it, no other process uses the file, and this one holds no task yet. A server must not
+        call this: its tasks are held by remote workers, which the lock knows nothing of.
+        """
+        fd = self._lock
+        if fd is None:
+            return False
+
+        def probe(store: SqliteStore) -> bool:
+            if not liveness.alone(fd):
+                return False
+            liveness.take_back(store.conn, pid, now)
+            return True
+
+        return await self._write(probe)
 
     # -- plumbing ---------------------------------------------------------------------------
 
