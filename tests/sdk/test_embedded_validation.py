@@ -52,3 +52,9 @@ async def test_a_failing_database_raises_the_sdks_error_not_sqlites(tmp_path):
         assert failed.value.status == 500 and "the disk is on fire" in failed.value.message
         assert not isinstance(failed.value.__cause__, sqlite3.Error)
         assert (await app.promises.get("before")).pending  # reads still work
+
+
+async def test_a_database_that_cannot_be_opened_is_a_server_error(tmp_path):
+    app = Troth(db=str(tmp_path / "missing" / "dir" / "troth.db"))
+    with pytest.raises(ServerError, match=r"cannot open the database .*missing"):
+        await app.start()

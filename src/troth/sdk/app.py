@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import Callable, Coroutine, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, overload
@@ -141,7 +142,11 @@ class Troth:
         from troth.sdk.local import LocalNetwork
         from troth.storage.sqlite import SqliteService
 
-        self._service = SqliteService(self.db or DEFAULT_DB, retry_timeout=self.retry_timeout_ms)
+        path = self.db or DEFAULT_DB
+        try:
+            self._service = SqliteService(path, retry_timeout=self.retry_timeout_ms)
+        except sqlite3.Error as e:
+            raise ServerError("open", 500, f"cannot open the database {path!r}: {e}") from e
         return LocalNetwork(self._service, self.clock, self.group, self.pid)
 
     async def start(self) -> None:

@@ -161,6 +161,8 @@ class Worker:
         if setbacks:
             await self.runtime.clock.sleep(min(0.5 * 2**setbacks, MAX_SETBACK_BACKOFF))
         async with self._slots:
+            if self.runtime.stopping.is_set():
+                return  # it waited for a slot while the worker began to stop
             acquire = TaskAcquireRequest(
                 message.task_id, message.version, self.runtime.network.pid, self.ttl_ms
             )
