@@ -13,14 +13,26 @@ Each system runs in a process of its own (``sdk_troth.py``, ``sdk_dbos.py``), on
 the other. Without ``--dbos-python`` a venv with ``dbos`` is made (once) in
 ``$TMPDIR/troth-bench-dbos``; ``--no-dbos`` skips the baseline. Figures on a small shared
 machine are noisy: compare ratios from one run, not absolute numbers across runs.
+
+``--replay-check-cost [--batch B]`` measures instead what the replay check costs (issue 8):
+the troth cases (embedded, then remote against a fresh ``troth serve``) with the check as
+shipped and with it switched off by a bench-only patch (``digest`` in ``troth.sdk.context``
+returns None, ``Execution.check`` and ``Context._finish`` do nothing). Both variants run
+in one workload process and app, in batches of ``B`` executions (default 100) taking turns
+(checked, unchecked, unchecked, checked, ...), so load from other jobs falls on both. It
+prints workflows/s, p50 and the workload process's CPU per execution for each variant,
+the ratios checked / unchecked, and proves the switch took by counting the stored steps
+that carry an argument digest.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -137,15 +149,226 @@ def ratios(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# -- the replay check's cost (issue 8) ---------------------------------------------------------
+
+VARIANTS = ("checked", "unchecked")
+WORKLOAD = "_replay_check_workload"  # ``python bench/sdk.py _replay_check_workload MODE ...``
+
+
+class ReplayCheck:
+    """Bench only: switch the SDK's replay check off and on again in a running process.
+
+    Off, no argument digest is computed (so none is recorded), no record is compared with
+    its call, and a context's end does not look for a recorded call past its last one. The
+    ``troth:step`` tag (older than the check) and ``troth:run`` (durable retries: without
+    it a step would cost a read) stay.
+    """
+
+    def __init__(self) -> None:
+        from troth.sdk import context, execution
+
+        self.context, self.execution = context, execution
+        for owner, name in [
+            (context, "digest"),
+            (context.Context, "_finish"),
+            (execution.Execution, "check"),
+        ]:
+            if not hasattr(owner, name):
+                raise SystemExit(f"cannot switch the replay check off: no {owner.__name__}.{name}")
+        self.shipped = (context.digest, context.Context._finish, execution.Execution.check)
+
+    def set(self, on: bool) -> None:
+        def no_digest(*values: Any) -> None:
+            return None
+
+        def no_finish(self: Any) -> None:
+            return None
+
+        def no_check(self: Any, record: Any, call: Any) -> None:
+            return None
+
+        digest, finish, check = self.shipped if on else (no_digest, no_finish, no_check)
+        self.context.digest = digest  # context.py imports it by name, looks it up per call
+        self.context.Context._finish = finish  # type: ignore[method-assign]
+        self.execution.Execution.check = check  # type: ignore[method-assign]
+
+
+async def replay_check_workload(args: argparse.Namespace) -> None:
+    """One mode, both variants in this process, one app: each case's executions run in
+    batches, checked and unchecked in turn (ABBA: the order flips every pair of batches),
+    nothing in flight when the switch flips. One JSON object per case and variant."""
+    sys.path.insert(0, str(HERE))
+    import sdk_troth
+
+    from troth import Troth
+
+    switch = ReplayCheck()
+    app = (
+        Troth(db=args.db, group="bench")
+        if args.mode == "embedded"
+        else Troth(url=args.url, group="bench")
+    )
+    workflows = sdk_troth.build(app, sdk_troth.add_one)
+    counts = {v: 0 for v in VARIANTS}  # local steps run per variant, to check the tags
+    async with app:
+        for variant in VARIANTS:  # warm-up: connections, pages, the thread pool, the stream
+            switch.set(variant == "checked")
+            await sdk_troth.measure(app, workflows[10], 10, 20, 4, f"warm-{variant}")
+            counts[variant] += 20 * 10
+        for steps in (1, 10):
+            for callers in (1, 16):
+                figures = {
+                    v: {"seconds": 0.0, "cpu": 0.0, "latencies": [], "batches": []}
+                    for v in VARIANTS
+                }
+                for pair in range(-(-args.n // args.batch)):
+                    size = min(args.batch, args.n - pair * args.batch)
+                    for variant in VARIANTS if pair % 2 == 0 else VARIANTS[::-1]:
+                        switch.set(variant == "checked")
+                        tag = f"s{steps}-c{callers}-b{pair}-{variant}"
+                        cpu = time.process_time()
+                        batch = await sdk_troth.measure(
+                            app, workflows[steps], steps, size, callers, tag
+                        )
+                        cpu = time.process_time() - cpu
+                        counts[variant] += size * steps
+                        figure = figures[variant]
+                        figure["cpu"] += cpu
+                        figure["seconds"] += batch["seconds"]
+                        figure["latencies"] += batch["latencies"]
+                        figure["batches"].append(size / batch["seconds"])
+                for variant, figure in figures.items():
+                    case = {"mode": args.mode, "steps": steps, "callers": callers}
+                    print(json.dumps({**case, "variant": variant, "n": args.n, **figure}))
+        switch.set(True)
+    print(json.dumps({"steps_run": counts}), flush=True)
+
+
+def args_tagged(db: Path) -> tuple[int, int]:
+    """Local steps recorded in ``db`` (a closed SQLite file): all, and those carrying an
+    argument digest."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
+        row = connection.execute(
+            """SELECT count(*), count(json_extract(tags, '$."troth:args"')) FROM promises
+               WHERE json_extract(tags, '$."troth:step"') LIKE 'run:%'"""
+        ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def replay_check_mode(mode: str, directory: Path, n: int, batch: int) -> list[dict[str, Any]]:
+    """One mode's workload process (remote: against a fresh server), its tags checked:
+    exactly the steps run with the check on record their arguments' digest."""
+    directory.mkdir()
+    command = [sys.executable, str(Path(__file__).resolve()), WORKLOAD, mode]
+    command += ["--n", str(n), "--batch", str(batch)]
+    db = directory / ("embedded.db" if mode == "embedded" else "server.db")
+    if mode == "embedded":
+        cases = run_cases([*command, "--db", str(db)], directory)
+    else:
+        server = Server(directory)
+        try:
+            cases = run_cases([*command, "--url", server.url], directory)
+        finally:
+            server.close()
+    counts = cases.pop()["steps_run"]
+    steps, tagged = args_tagged(db)
+    if (steps, tagged) != (sum(counts.values()), counts["checked"]):
+        raise RuntimeError(f"{mode}: {tagged} of {steps} steps carry a digest, ran {counts}")
+    print(f"{mode}: {tagged} of {steps} steps carry a digest, as run", file=sys.stderr)
+    return cases
+
+
+def replay_check_table(cases: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{'mode':<9} {'steps':>5} {'callers':>7} {'checked wf/s':>12} {'unchecked':>9} "
+        f"{'ratio':>6} {'batch ratio':>11} {'checked p50':>11} {'unchecked':>9} {'ratio':>6} "
+        f"{'cpu µs/wf':>9} {'unchecked':>9} {'ratio':>6}"
+    ]
+    by_key = {(c["mode"], c["steps"], c["callers"], c["variant"]): c for c in cases}
+    for mode, steps, callers in sorted({(c["mode"], c["steps"], c["callers"]) for c in cases}):
+        on, off = (by_key[mode, steps, callers, v] for v in VARIANTS)
+        rate_on, rate_off = on["n"] / on["seconds"], off["n"] / off["seconds"]
+        p50_on = statistics.median(on["latencies"]) * 1000
+        p50_off = statistics.median(off["latencies"]) * 1000
+        cpu_on, cpu_off = (c["cpu"] / c["n"] * 1e6 for c in (on, off))
+        pairs = [a / b for a, b in zip(on["batches"], off["batches"], strict=True)]
+        lines.append(
+            f"{mode:<9} {steps:>5} {callers:>7} {rate_on:>12.1f} {rate_off:>9.1f} "
+            f"{rate_on / rate_off:>6.3f} {statistics.median(pairs):>11.3f} {p50_on:>11.2f} "
+            f"{p50_off:>9.2f} {p50_on / p50_off:>6.3f} {cpu_on:>9.0f} {cpu_off:>9.0f} "
+            f"{cpu_on / cpu_off:>6.3f}"
+        )
+    return "\n".join(lines)
+
+
+def replay_check_micro() -> str:
+    """What the check adds per ``ctx.run`` in isolation: one digest and one comparison."""
+    import timeit
+
+    from troth.protocol.records import PromiseRecord, PromiseState, Value
+    from troth.sdk.replay import Call, digest
+
+    number = 100_000
+    call = Call("run", "add_one", digest((1,), {}))
+    record = PromiseRecord("r", PromiseState.PENDING, Value(), Value(), call.tags(), 0, 0)
+    digest_us = timeit.timeit(lambda: digest((1,), {}), number=number) / number * 1e6
+    check_us = timeit.timeit(lambda: call.mismatch(record.tags), number=number) / number * 1e6
+    return f"per ctx.run, in isolation: digest {digest_us:.2f} µs, comparison {check_us:.2f} µs"
+
+
+def replay_check_cost(args: argparse.Namespace, n: int) -> None:
+    cases: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="troth-bench-replay-") as tmp:
+        for mode in ("embedded", "remote"):
+            cases += replay_check_mode(mode, Path(tmp) / mode, n, args.batch)
+    print(
+        f"\nThe replay check's cost: {n} executions per case and variant, in batches of "
+        f"{args.batch} alternating checked / unchecked, {os.cpu_count()} CPUs\n"
+    )
+    print(replay_check_table(cases))
+    print(
+        "\nratio = checked / unchecked (wf/s over all batches; p50 of all latencies); "
+        "batch ratio = median over the pairs of adjacent batches; cpu µs/wf = the workload "
+        "process's CPU (all threads; remote: the client only) per execution"
+    )
+    print(replay_check_micro())
+    if args.json:
+        Path(args.json).write_text(json.dumps(cases))
+
+
+def workload_main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog=f"sdk.py {WORKLOAD}")
+    parser.add_argument("mode", choices=["embedded", "remote"])
+    parser.add_argument("--db")
+    parser.add_argument("--url")
+    parser.add_argument("--n", type=int, required=True)
+    parser.add_argument("--batch", type=int, required=True)
+    asyncio.run(replay_check_workload(parser.parse_args(argv)))
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == WORKLOAD:
+        workload_main(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="100 executions per case")
     parser.add_argument("--n", type=int, help="executions per case (default 1000)")
     parser.add_argument("--dbos-python", help="a Python with dbos installed")
     parser.add_argument("--no-dbos", action="store_true", help="skip the DBOS baseline")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--replay-check-cost",
+        action="store_true",
+        help="troth only: the replay check as shipped against switched off, interleaved",
+    )
+    parser.add_argument(
+        "--batch", type=int, default=100, help="with --replay-check-cost: executions per batch"
+    )
     args = parser.parse_args()
     n = args.n or (100 if args.quick else 1000)
+    if args.replay_check_cost:
+        replay_check_cost(args, n)
+        return
     common = ["--n", str(n), "--callers", "1,16", "--steps", "1,10"]
     cases: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="troth-bench-sdk-") as tmp:
