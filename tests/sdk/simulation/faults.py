@@ -1,4 +1,5 @@
-"""How hostile one seed's world is: loss, duplication and delay on every hop, and crashes.
+"""How hostile one seed's world is: loss, duplication and delay on every hop, crashes,
+graceful stops and server restarts.
 
 ``Faults.draw`` picks the intensities from the seed, so across seeds the simulation ranges
 from a calm network to a lossy, slow one with several crashes; ``Faults.none`` is the
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+
+RESTART_CHANCES = 3
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,16 @@ class Faults:
     crashes: int = 0  # worker crashes, at random times in the first ``crash_window_ms``
     crash_window_ms: int = 20_000
     timeout_ms: int = 1000  # how long a sender waits for a lost request or reply
+    # Graceful stops (``app.stop()``, as on SIGTERM) in the same window, each letting the
+    # running steps finish for ``grace_ms`` of virtual time; a new incarnation boots later.
+    stops: int = 0
+    grace_ms: int = 1000
+    # The server restarts: it is unreachable (every request refused, the message streams
+    # cut, replies still on the way lost) and comes back ``restart_ms`` later, its state
+    # intact. Each of ``RESTART_CHANCES`` instants in the window is a restart with this
+    # seed's probability ``restart``.
+    restart: float = 0.0
+    restart_ms: int = 3000
 
     @classmethod
     def none(cls) -> Faults:
@@ -39,6 +52,10 @@ class Faults:
             slow=rng.choice([0.0, 0.02, 0.1]),
             slow_ms=rng.choice([1000, 3000, 6000]),
             crashes=rng.choice([0, 1, 2, 4]),
+            stops=rng.choice([0, 1, 2]),
+            grace_ms=rng.choice([100, 1000, 3000]),
+            restart=rng.choice([0.0, 0.2, 0.5]),
+            restart_ms=rng.choice([500, 3000, 10_000]),
         )
 
     def hop(self, rng: random.Random) -> int:

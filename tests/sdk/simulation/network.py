@@ -8,6 +8,11 @@ lost gets a ``NetworkError`` after ``timeout_ms``, as an HTTP client's timeout w
 it. Messages (execute, unblock) are routed as the poll hub routes them — ``uni`` to the
 named process, ``any`` to the named process if it is connected, else to any process of
 the group — and travel as the SSE payload the SDK decodes with ``decode_message``.
+
+A server restart cuts every connection: a request on the way (or sent while the server is
+down) fails after a hop, as a refused or reset connection does; a reply or message still
+on the way is lost with its connection; and each process's message stream reconnects a
+little after the server is back, calling ``on_connect`` as the SDK's listener does.
 """
 
 from __future__ import annotations
@@ -47,18 +52,26 @@ class SimNetwork:
         self.group = group
         self.pid = pid
         self.clock = wire.sched
+        wire.wire_ends.append(self)
         self.alive = True
+        self.stopping = False  # its app is stopping gracefully (for the tally)
+        self.stopped = False  # its app stopped: the stream stays closed
         self.on_message: OnMessage | None = None
+        self.on_connect: OnConnect | None = None
 
     async def send(self, kind: str, data: Data) -> Reply:
         return await self.wire.send(self, kind, data)
 
     async def start(self, on_message: OnMessage, on_connect: OnConnect) -> None:
         self.on_message = on_message
+        self.on_connect = on_connect
+        if self.wire.server.down:
+            return  # the stream connects once the server is back (``Wire.back``)
         self.wire.connected.append(self)
         await on_connect()
 
     async def stop(self) -> None:
+        self.stopped = True
         self.disconnect()
 
     def disconnect(self) -> None:
@@ -75,6 +88,8 @@ class Wire:
         self.faults = faults
         self.rng = rng
         self.connected: list[SimNetwork] = []  # in connection order
+        self.wire_ends: list[SimNetwork] = []  # every process's end, in creation order
+        self.halts: list[tuple[str, str]] = []  # (pid, task id) of every task.halt applied
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -84,18 +99,30 @@ class Wire:
             await asyncio.get_running_loop().create_future()
         reply: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         label = f"{sender.pid} {kind} {describe(kind, data)}"
+        if sender.stopping and kind == "task.release":
+            self.server.stats["task.release while stopping"] += 1
         if self.faults.happens(self.rng, self.faults.drop_request):
             self.sched.log(f"{label}: request lost")
             self.server.stats["request lost"] += 1
             self.sched.after(self.faults.timeout_ms, partial(_fail, reply, kind, "request lost"))
         else:
-            arrive = partial(self._arrive, reply, label, kind, data)
+            arrive = partial(self._arrive, reply, label, kind, data, self.server.epoch)
             self.sched.after(self.faults.hop(self.rng), arrive)
         return await reply
 
-    def _arrive(self, reply: asyncio.Future[Reply], label: str, kind: str, data: Data) -> None:
+    def _arrive(
+        self, reply: asyncio.Future[Reply], label: str, kind: str, data: Data, epoch: int
+    ) -> None:
+        if self.server.down or self.server.epoch != epoch:
+            self.sched.log(f"{label}: connection refused or reset (server restarting)")
+            self.server.stats["request cut by a restart"] += 1
+            why = "connection refused (server restarting)"
+            self.sched.after(self.faults.hop(self.rng), partial(_fail, reply, kind, why))
+            return
         response, sent = self.server.request(kind, data, corr_id(), self.sched.now())
         status = response["head"]["status"]
+        if kind == "task.halt" and status == 200:
+            self.halts.append((label.split()[0], data.id))
         self.route(sent)
         if self.faults.happens(self.rng, self.faults.drop_reply):
             self.sched.log(f"{label} -> {status}, reply lost")
@@ -104,7 +131,43 @@ class Wire:
             return
         self.sched.log(f"{label} -> {status}")
         answer = _decode(kind, status, response["data"])
-        self.sched.after(self.faults.hop(self.rng), partial(_answer, reply, answer))
+        back = partial(self._answer, reply, label, kind, answer, self.server.epoch)
+        self.sched.after(self.faults.hop(self.rng), back)
+
+    def _answer(
+        self, reply: asyncio.Future[Reply], label: str, kind: str, answer: Reply, epoch: int
+    ) -> None:
+        if self.server.epoch != epoch:  # the connection died with the server
+            self.sched.log(f"{label}: reply lost in a restart")
+            self.server.stats["reply cut by a restart"] += 1
+            _fail(reply, kind, "connection reset (server restarting)")
+            return
+        if not reply.done():  # the sender may have crashed meanwhile
+            reply.set_result(answer)
+
+    # -- restarts ---------------------------------------------------------------------------
+
+    def restart(self) -> None:
+        self.server.restart()
+        self.sched.log(f"server goes down ({len(self.connected)} streams cut)")
+        self.connected.clear()
+
+    def back(self) -> None:
+        """The server is up again: every running process's stream reconnects soon."""
+        self.server.back()
+        self.sched.log("server is back")
+        for network in self.wire_ends:
+            if network.alive and not network.stopped and network.on_connect is not None:
+                self.sched.after(self.rng.randint(50, 1000), partial(self._reconnect, network))
+
+    def _reconnect(self, network: SimNetwork) -> None:
+        if self.server.down or network in self.connected:
+            return  # down again: the next ``back`` reconnects it
+        if not network.alive or network.stopped or network.on_connect is None:
+            return
+        self.connected.append(network)
+        self.sched.log(f"{network.pid} reconnects its stream")
+        self.sched.spawn(network.pid, network.on_connect())
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -126,7 +189,7 @@ class Wire:
                 copies = 2
                 self.server.stats["message duplicated"] += 1
             for _ in range(copies):
-                hand = partial(self._hand, recipient, payload, what)
+                hand = partial(self._hand, recipient, payload, what, self.server.epoch)
                 self.sched.after(self.faults.hop(self.rng), hand)
 
     def _recipient(self, address: str) -> SimNetwork | None:
@@ -138,9 +201,13 @@ class Wire:
             return named[0] if named else None
         return self.rng.choice(group) if group else None
 
-    def _hand(self, recipient: SimNetwork, payload: bytes, what: str) -> None:
+    def _hand(self, recipient: SimNetwork, payload: bytes, what: str, epoch: int) -> None:
         if not recipient.alive or recipient.on_message is None:
             self.sched.log(f"{what}: recipient {recipient.pid} is gone")
+            return
+        if self.server.epoch != epoch or recipient not in self.connected:
+            self.sched.log(f"{what}: lost with {recipient.pid}'s stream")
+            self.server.stats["message cut"] += 1
             return
         self.sched.log(f"{what}: delivered to {recipient.pid}")
         message = decode_message(payload)
@@ -153,11 +220,6 @@ def _decode(kind: str, status: int, data: Any) -> Reply:
     if status in (200, 300):
         return Reply(status, decode_body(kind, status, msgspec.json.encode(data)))
     return Reply(status, error_message(kind, status, data))
-
-
-def _answer(reply: asyncio.Future[Reply], answer: Reply) -> None:
-    if not reply.done():  # the sender may have crashed meanwhile
-        reply.set_result(answer)
 
 
 def _fail(reply: asyncio.Future[Reply], kind: str, why: str) -> None:

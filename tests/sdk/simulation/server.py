@@ -6,6 +6,11 @@ as response envelopes. After every request and every tick the state must satisfy
 state property and the step every transition property of ``troth.oracle.invariants``; a
 violation stops the run there. The oracle keeps its outbox (Lean's keyed upsert), so the
 messages a step sent are the entries it put there: new objects, found by identity.
+
+Like ``troth serve``, the server refuses a request body over its limit with a 413 before
+reading it (nothing changes). It can restart: while ``down`` it answers nothing and fires
+no timeout; its state (the oracle's) survives, and ``epoch`` counts the restarts, so that
+what was on the way over a connection of the old process can be told apart and lost.
 """
 
 from __future__ import annotations
@@ -31,9 +36,12 @@ class InvariantViolation(AssertionError):
 
 
 class SimServer:
-    def __init__(self, retry_timeout: int, order: Callable[[], int]) -> None:
+    def __init__(self, retry_timeout: int, order: Callable[[], int], body_limit: int) -> None:
         self.oracle = Oracle(retry_timeout=retry_timeout)
         self.retry_timeout = retry_timeout
+        self.body_limit = body_limit
+        self.down = False
+        self.epoch = 0
         self._order = order
         self._snap = self.oracle.snapshot()
         self.settled: dict[str, int] = {}  # promise id -> its settlement's place in the order
@@ -42,7 +50,13 @@ class SimServer:
     def request(
         self, kind: str, data: Data, corr_id: str, now: int
     ) -> tuple[dict[str, Any], list[OutboxEntry]]:
-        envelope = msgspec.json.decode(encode_request(kind, data, corr_id, debug_time=now))
+        assert not self.down, "a request reached a server that is down"
+        body = encode_request(kind, data, corr_id, debug_time=now)
+        if len(body) > self.body_limit:
+            self.stats[f"{kind} 413"] += 1
+            message = f"Request body too large: the limit is {self.body_limit} bytes"
+            return {"head": {"corrId": corr_id, "status": 413}, "data": message}, []
+        envelope = msgspec.json.decode(body)
         outbox = self.oracle.state.outbox
         response = self.oracle.apply(envelope)
         self.stats[f"{kind} {response['head']['status']}"] += 1
@@ -61,6 +75,15 @@ class SimServer:
         self.oracle.tick(now)
         self._judge(lambda: f"debug.tick {now}", now)
         return sorted(fired), _new(outbox, self.oracle.state.outbox)
+
+    def restart(self) -> None:
+        """Go down; ``back`` brings the server up again with the same state."""
+        self.down = True
+        self.epoch += 1
+        self.stats["server restart"] += 1
+
+    def back(self) -> None:
+        self.down = False
 
     def next_deadline(self) -> int | None:
         state = self.oracle.state

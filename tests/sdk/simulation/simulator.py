@@ -7,29 +7,51 @@ once, the others with ``rpc`` from a separate client app — retrying until the 
 acknowledged, and settles the external promises a little later. The chaos: every hop may
 lose, duplicate or delay what it carries (``Faults``), and workers crash at random times:
 all their tasks are cancelled without a word to the server (no release), and a new
-incarnation with a new pid boots a few seconds later. Leases lapse in virtual time, the
-oracle's timeouts fire when they fall due, and the run ends when every root is settled.
+incarnation with a new pid boots a few seconds later. Workers are also stopped gracefully
+(``app.stop()`` with a grace period in virtual time), replaced the same way; and the server
+restarts (unreachable for a while, its state intact). Every incarnation booted after the
+first three runs the redeployed code of ``deploy`` (``workflows.register``). Leases lapse
+in virtual time, the oracle's timeouts fire when they fall due, and the run ends when every
+root is settled (or, for the changed workflow, its task halted).
+
+The event loop's own clock is the virtual one (``VirtualTimeLoop``): ``Worker.stop`` waits
+out its grace period with ``asyncio.wait(timeout=...)`` on the loop's clock rather than the
+app's ``Clock``, so that timer is an event on the virtual timeline like any other. Any
+other loop timer still fails the run (``Scheduler.quiesce``): the SDK's waits go through
+its ``Clock``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from troth.protocol.records import PARENT, PromiseState
+from troth.protocol.records import PARENT, PromiseState, TaskState
 from troth.sdk import Troth
 from troth.sdk.codec import is_error_json
 from troth.sdk.network import Network
 from troth.sdk.replay import STEP_TAG
 
-from .faults import Faults
+from .faults import RESTART_CHANCES, Faults
 from .network import SimNetwork, Wire
 from .scheduler import Scheduler, SimulationError
 from .server import InvariantViolation, SimServer
-from .workflows import EFFECTS, EXTERNAL, ROOTS, Effects, Entry, Root, register
+from .workflows import (
+    BODY_LIMIT,
+    CHANGED,
+    EFFECTS,
+    EXTERNAL,
+    MAX_VALUE_BYTES,
+    ROOTS,
+    Effects,
+    Entry,
+    Root,
+    register,
+)
 
 GROUP = "sim"
 START = 1_700_000_000_000
@@ -44,11 +66,34 @@ class SimTroth(Troth):
     """A ``Troth`` app whose transport is the simulated wire."""
 
     def __init__(self, network: SimNetwork, **kwargs: Any) -> None:
-        super().__init__(group=network.group, pid=network.pid, clock=network.clock, **kwargs)
+        super().__init__(
+            group=network.group,
+            pid=network.pid,
+            clock=network.clock,
+            max_value_bytes=MAX_VALUE_BYTES,
+            **kwargs,
+        )
         self._network = network
 
     def _make_network(self) -> Network:
         return self._network
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop whose clock reads the simulation's virtual time (see the module)."""
+
+    def __init__(self, sched: Scheduler) -> None:
+        super().__init__()
+        self._sched = sched
+
+    def time(self) -> float:
+        return self._sched.now() / 1000
+
+    def next_timer(self) -> int | None:
+        """The first virtual ms at which the earliest loop timer still armed is due (the
+        loop runs a timer once its clock is past it, not at it)."""
+        timers = [h.when() for h in self._scheduled if not h.cancelled()]  # type: ignore[attr-defined]
+        return math.floor(min(timers) * 1000) + 1 if timers else None
 
 
 @dataclass
@@ -56,6 +101,7 @@ class Incarnation:
     pid: str
     app: SimTroth
     network: SimNetwork
+    redeployed: bool  # runs the new code of the changed workflow
 
 
 Outcome = dict[str, tuple[str, Any]]
@@ -72,6 +118,10 @@ class Result:
     trace: list[str]
     stats: dict[str, int] = field(default_factory=dict)
     error: AssertionError | None = None  # the run stopped early: an invariant, or stuck
+    tags: dict[str, dict[str, str]] = field(default_factory=dict)  # promise id -> its tags
+    halted: list[str] = field(default_factory=list)  # tasks the run ended with halted
+    halts: list[tuple[str, str]] = field(default_factory=list)  # (pid, task): task.halt 200
+    redeployed: list[str] = field(default_factory=list)  # pids that ran the new code
 
 
 class Simulation:
@@ -80,10 +130,11 @@ class Simulation:
         self.rng = random.Random(seed)
         self.faults = Faults.draw(self.rng) if faults is None else faults
         self.sched = Scheduler(START)
-        self.server = SimServer(RETRY_TIMEOUT, self.sched.order)
+        self.server = SimServer(RETRY_TIMEOUT, self.sched.order, BODY_LIMIT)
         self.wire = Wire(self.sched, self.server, self.faults, self.rng)
         self.effects = Effects(self.sched, self.rng, max_work_ms)
         self.workers: dict[str, Incarnation] = {}
+        self.incarnations: list[Incarnation] = []
         self.boots = 0
         self.unhandled: list[str] = []
         client = SimNetwork(self.wire, GROUP, "client")  # sends only; never connects
@@ -91,7 +142,9 @@ class Simulation:
         register(self.client)
 
     def run(self) -> Result:
-        return asyncio.run(self._main())
+        self.loop = VirtualTimeLoop(self.sched)
+        with asyncio.Runner(loop_factory=lambda: self.loop) as runner:
+            return runner.run(self._main())
 
     async def _main(self) -> Result:
         loop = asyncio.get_running_loop()
@@ -103,8 +156,14 @@ class Simulation:
             self._boot(name)
         clients = [asyncio.ensure_future(self._start(r, self.rng.random() < 0.5)) for r in ROOTS]
         clients += [asyncio.ensure_future(self._answer(id, a)) for id, a in EXTERNAL.items()]
+        window = self.faults.crash_window_ms
         for _ in range(self.faults.crashes):
-            self.sched.after(self.rng.randint(0, self.faults.crash_window_ms), self._crash)
+            self.sched.after(self.rng.randint(0, window), self._crash)
+        for _ in range(self.faults.stops):
+            self.sched.after(self.rng.randint(0, window), self._stop)
+        for _ in range(RESTART_CHANCES):
+            if self.faults.happens(self.rng, self.faults.restart):
+                self.sched.after(self.rng.randint(0, window), self._restart)
         error = None
         try:
             await self._loop()
@@ -128,10 +187,11 @@ class Simulation:
     async def _loop(self) -> None:
         while True:
             await self.sched.quiesce()
-            if all(self.server.settled_state(root.id) for root in ROOTS):
+            if all(self._ended(root) for root in ROOTS):
                 return
-            event, deadline = self.sched.next_time(), self.server.next_deadline()
-            due = [t for t in (event, deadline) if t is not None]
+            event, timer = self.sched.next_time(), self.loop.next_timer()
+            deadline = None if self.server.down else self.server.next_deadline()
+            due = [t for t in (event, timer, deadline) if t is not None]
             if not due:
                 raise SimulationError("stuck: nothing can happen and the roots are pending")
             when = min(due)
@@ -142,21 +202,62 @@ class Simulation:
             if action is not None:  # at one instant, what is in flight arrives first
                 action()
                 continue
+            if when == timer:  # the loop runs it in the next ``quiesce``
+                continue
             fired, sent = self.server.tick(when)
             self.sched.log(f"server fired {', '.join(fired)}")
             self.wire.route(sent)
+
+    def _ended(self, root: Root) -> bool:
+        """Settled; or, for the changed workflow, halted (it waits for an operator)."""
+        if self.server.settled_state(root.id):
+            return True
+        task = self.server.oracle.state.get_task(root.id)
+        return root.id == CHANGED and task is not None and task.state == TaskState.HALTED
 
     # -- workers ----------------------------------------------------------------------------
 
     def _boot(self, name: str) -> None:
         self.boots += 1
         pid = f"{name}-{self.boots}"
+        redeployed = self.boots > len(WORKERS)  # a replacement runs the code deployed since
         network = SimNetwork(self.wire, GROUP, pid)
-        app = SimTroth(network, ttl=TTL)
-        register(app)
-        self.workers[name] = Incarnation(pid, app, network)
-        self.sched.log(f"{pid} boots")
+        grace = timedelta(milliseconds=self.faults.grace_ms)
+        app = SimTroth(network, ttl=TTL, shutdown_grace=grace)
+        register(app, redeployed_code=redeployed)
+        self.workers[name] = Incarnation(pid, app, network, redeployed)
+        self.incarnations.append(self.workers[name])
+        self.sched.log(f"{pid} boots{' (redeployed code)' if redeployed else ''}")
         self.sched.spawn(pid, app.start())
+
+    def _stop(self) -> None:
+        """Stop a worker gracefully, as SIGTERM does; boot its replacement once stopped."""
+        live = [n for n, w in self.workers.items() if w.network.alive and not w.network.stopping]
+        if not live:
+            return
+        name = self.rng.choice(live)
+        worker = self.workers[name]
+        self.sched.log(f"{worker.pid} stops (grace {self.faults.grace_ms} ms)")
+        self.server.stats["graceful stop"] += 1
+        worker.network.stopping = True
+        self.sched.spawn(worker.pid, self._stopping(name, worker))
+
+    async def _stopping(self, name: str, worker: Incarnation) -> None:
+        self.sched.graceful += 1
+        try:
+            await worker.app.stop()
+        finally:  # also when a crash cuts the stop short (that crash boots the replacement)
+            self.sched.graceful -= 1
+        self.sched.log(f"{worker.pid} stopped")
+        self.server.stats["stopped"] += 1
+        self._kill(worker)  # what is left (a client's handle) ends with the process
+        self.sched.after(self.rng.randint(500, 8000), lambda: self._boot(name))
+
+    def _restart(self) -> None:
+        if self.server.down:
+            return
+        self.wire.restart()
+        self.sched.after(self.faults.restart_ms, self.wire.back)
 
     def _crash(self) -> None:
         live = [name for name, w in self.workers.items() if w.network.alive]
@@ -181,6 +282,7 @@ class Simulation:
         await self.sched.sleep(self.rng.randint(0, 2000) / 1000)
         while True:
             live = [w for w in self.workers.values() if w.network.alive]
+            live = [w for w in live if not w.network.stopping]  # no new work to a stopping one
             if via_run and live:
                 worker = self.rng.choice(live)
                 job = self.sched.spawn(worker.pid, _run_on(worker.app, root))
@@ -222,6 +324,7 @@ class Simulation:
         roots = {root.id for root in ROOTS}
         outcome: Outcome = {}
         steps: dict[str, str] = {}
+        tags: dict[str, dict[str, str]] = {}
         for p in self.server.oracle.state.promises:
             if p.id not in roots and p.tags.get(STEP_TAG, "attempt") == "attempt":
                 continue  # not a durable call (attempt records depend on the faults)
@@ -231,6 +334,8 @@ class Simulation:
             state = p.state if p.state != PromiseState.PENDING else "pending"
             outcome[p.id] = (str(state), value)
             steps[p.id] = p.tags.get(STEP_TAG, "")
+            tags[p.id] = dict(p.tags)
+        halted = [t.id for t in self.server.oracle.state.tasks if t.state == TaskState.HALTED]
         return Result(
             self.seed,
             self.faults,
@@ -241,6 +346,10 @@ class Simulation:
             self.sched.trace,
             dict(self.server.stats),
             error,
+            dict(sorted(tags.items())),
+            sorted(halted),
+            list(self.wire.halts),
+            sorted(w.pid for w in self.incarnations if w.redeployed),
         )
 
 

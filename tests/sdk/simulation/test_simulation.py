@@ -2,9 +2,13 @@
 
 Each seed runs the workflows of ``workflows.py`` on three workers against the oracle,
 with that seed's faults (lost, duplicated and delayed requests, replies and messages;
-crashing workers). The server's invariants are checked after every step of the run; at
-the end no step may have started after its result was recorded, and every promise of the
-workflows must hold what the uninterrupted run's holds. A failure prints the seed, what
+crashing workers, workers stopped gracefully, server restarts; values over the payload
+limits or without an encoding; code changed for the workers that boot later). The
+server's invariants are checked after every step of the run; at the end no step may have
+started after its result was recorded, every recorded value must have been produced by a
+run of its step or computed by its function from its records (``checks.py``), and every
+promise of the workflows must hold what the uninterrupted run's holds (the changed
+workflow: the result of the code that recorded it, or halted). A failure prints the seed, what
 went wrong and the end of the trace; ``SIM_SEED=<n>`` runs that one seed and prints its
 whole trace (with ``-s``), ``SIM_SEEDS=<n>`` runs n seeds instead of the default 200.
 """
@@ -23,13 +27,15 @@ import pytest
 
 from troth.protocol.records import PromiseRecord, PromiseState
 from troth.protocol.requests import PromiseCreateRequest
+from troth.sdk import codec
+from troth.sdk.codec import error_to_json
 from troth.sdk.execution import Execution
-from troth.sdk.replay import STEP_TAG
+from troth.sdk.replay import STEP_TAG, Call
 
-from .checks import problems, report
+from .checks import LEAF_STEPS, problems, report
 from .faults import Faults
 from .simulator import Result, Simulation
-from .workflows import EXPECTED, ROOTS
+from .workflows import CHANGED, EXPECTED, REJECTED, ROOTS
 
 ONE = os.environ.get("SIM_SEED")
 SEEDS = [int(ONE)] if ONE else range(int(os.environ.get("SIM_SEEDS", "200")))
@@ -48,17 +54,26 @@ def tally() -> Counter[str]:
 
 
 def test_the_uninterrupted_run_gives_the_expected_results(uninterrupted: Result) -> None:
-    assert {root.id: uninterrupted.outcome[root.id] for root in ROOTS} == {
+    outcome = uninterrupted.outcome
+    assert {id: outcome[id] for id in EXPECTED} == {
         id: ("resolved", value) for id, value in EXPECTED.items()
     }
+    assert {id: (outcome[id][0], outcome[id][1][0]) for id in REJECTED} == {
+        id: ("rejected", error) for id, error in REJECTED.items()
+    }
+    assert EXPECTED.keys() | REJECTED.keys() == {root.id for root in ROOTS}
     starts = Counter(e.key for e in uninterrupted.ledger if e.event == "start")
     retried = {key: n for key, n in starts.items() if n > 1}
     # Without faults every step runs once, except the flaky one (fails twice, then
-    # succeeds) and the doomed one (three attempts, all failing).
+    # succeeds) and the doomed one (three attempts, all failing). The unstorable values
+    # (over the app's limit, refused by the server, without an encoding) are not retried.
     assert sorted(retried.values()) == [3, 3], retried
-    leaves = {"run:double", "run:flaky", "run:doomed"}
-    steps = {id for id, tag in uninterrupted.step_promises.items() if tag in leaves}
-    assert set(starts) == steps and len(steps) == 17
+    steps = {id for id, tag in uninterrupted.step_promises.items() if tag in LEAF_STEPS}
+    assert set(starts) == steps and len(steps) == 25
+    unstorable = {id for id, (state, value) in outcome.items() if id in steps and
+                  state == "rejected" and value[0] == "UnstorableValueError"}  # fmt: skip
+    assert sorted(unstorable) == ["hoard:1", "ship:0", "unstorable:1"]
+    assert "413" in outcome["ship:0"][1][1]
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -74,6 +89,11 @@ def test_a_seed_ends_as_the_uninterrupted_run(
     tally["seeds"] += 1
     starts = Counter(e.key for e in result.ledger if e.event == "start")
     tally["steps started again"] += sum(n - 1 for n in starts.values())
+    value = result.outcome[CHANGED][1]
+    if CHANGED in result.halted:
+        tally["halted by changed code"] += 1
+    elif isinstance(value, str) and value.startswith("refunded"):
+        tally["changed code ran to the end"] += 1
 
 
 def test_the_seeds_met_every_kind_of_trouble(tally: Counter[str]) -> None:
@@ -93,6 +113,14 @@ def test_the_seeds_met_every_kind_of_trouble(tally: Counter[str]) -> None:
         "task.suspend 300",  # a suspend raced a settlement
         "task.create 409",  # a start was retried while the first one was being driven
         "steps started again",  # a step was cut short and ran again before it was recorded
+        "task.fence 413",  # the server refused a value over its body limit
+        "server restart",
+        "request cut by a restart",  # ... refused or reset while the server was down
+        "reply cut by a restart",  # ... applied, but the answer died with the connection
+        "stopped",  # a graceful stop ran to its end
+        "task.release while stopping",  # ... and handed a held task back
+        "halted by changed code",  # a redeployed worker met a history its code did not make
+        "changed code ran to the end",  # ... or an execution that had not got that far
     ):
         assert tally[trouble] > 0, f"no {trouble!r} in {sorted(tally.items())}"
 
@@ -121,6 +149,40 @@ def test_the_ledger_catches_an_sdk_that_runs_a_recorded_step_again(
     monkeypatch.setattr(Execution, "create", forgetful)
     found = problems(Simulation(3, Faults.none()).run(), uninterrupted)
     assert any("after its result was recorded" in p for p in found), found
+
+
+def test_the_replay_check_catches_an_sdk_that_answers_new_code_from_old_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The value check can fail: an SDK without the replay check hands the redeployed
+    ``deploy`` the result ``charge`` recorded at position 1 as if ``refund`` had returned it,
+    and the execution resolves with a value its steps did not produce. (Seed 6: a worker
+    with the new code resumes the execution after ``charge`` was recorded.)"""
+    monkeypatch.setattr(Call, "mismatch", lambda self, tags: None)
+    result = Simulation(6).run()
+    assert result.outcome[CHANGED] == ("resolved", "refunded 110, 220")
+    found = problems(result, None)
+    assert any("but its steps give ('resolved', 'charged 110, 220')" in p for p in found), found
+
+
+def test_the_ledger_catches_an_sdk_that_records_an_unencodable_value_as_a_success(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The produced-value check can fail: a codec that writes an error in place of a value
+    it cannot encode (the SDK's old behaviour) records a result no run produced. (The root
+    computes its value from that record faithfully; the step's record is what is wrong.)"""
+
+    strict = codec._enc_hook
+
+    def lenient(obj: object) -> object:
+        try:
+            return strict(obj)
+        except NotImplementedError as e:
+            return error_to_json(e)
+
+    monkeypatch.setattr(codec, "_enc_hook", lenient)
+    found = problems(Simulation(3, Faults.none()).run(), None)
+    assert any(p.startswith("unstorable:1: recorded resolved") for p in found), found
 
 
 def test_a_seed_runs_the_same_in_another_process() -> None:

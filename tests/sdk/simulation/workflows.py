@@ -8,7 +8,14 @@ that promise. Durable functions record ``enter`` each time their body runs.
 
 Together the workflows cover sequential steps, fan-out/fan-in with ``gather``, an rpc to
 another function, a durable sleep, an external promise settled by the simulator, a step
-that fails twice before it succeeds, a step that fails for good, and nested durable calls.
+that fails twice before it succeeds, a step that fails for good, nested durable calls,
+values that cannot be recorded (over the apps' payload limit, over the server's body
+limit, of a type the codec cannot encode), and a function whose code changes for the
+workers that boot after a crash or a stop (``deploy``: a redeploy meeting executions in
+flight).
+
+A ``done`` entry carries a digest of the value the step produced (``fail``, the error's
+type), so that a recorded result can be traced back to a run that produced it.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from troth.sdk import Context, Troth
+from troth.sdk.errors import UnstorableValueError
+from troth.sdk.replay import digest
 from troth.sdk.retry import Constant
 
 from .scheduler import OWNER, Scheduler
@@ -34,6 +43,9 @@ class Entry(NamedTuple):
     worker: str
     event: str  # start | done | fail | enter
     key: str
+    # start: the function that ran; done: the digest of the value it produced; fail: the
+    # error's type; enter: None
+    value: str | None = None
 
 
 @dataclass
@@ -46,30 +58,46 @@ class Effects:
     ledger: list[Entry] = field(default_factory=list)
     calls: Counter[str] = field(default_factory=Counter)
 
-    def record(self, event: str, key: str) -> None:
+    def record(self, event: str, key: str, value: str | None = None) -> None:
         worker = OWNER.get() or "?"
-        self.ledger.append(Entry(self.sched.order(), self.sched.now(), worker, event, key))
+        entry = Entry(self.sched.order(), self.sched.now(), worker, event, key, value)
+        self.ledger.append(entry)
         self.sched.log(f"{worker} {event} {key}")
+
+
+class Run:
+    """One execution of a step, as ``effect`` hands it to the step's body."""
+
+    def __init__(self, effects: Effects) -> None:
+        self.effects = effects
+        self.value: Any = None
+
+    def produce(self, value: Any) -> Any:
+        """The step's result: returned, and noted for the ``done`` entry."""
+        self.value = value
+        return value
 
 
 EFFECTS: contextvars.ContextVar[Effects] = contextvars.ContextVar("sim_effects")
 
 
 @contextlib.asynccontextmanager
-async def effect(key: str) -> AsyncIterator[Effects]:
-    """One execution of a step: ``start``, some work, then ``done`` or ``fail``. A crash
-    (cancellation) records nothing more: a dead process has no further effects."""
+async def effect(key: str, step: str) -> AsyncIterator[Run]:
+    """One execution of the step function ``step`` under promise ``key``: ``start``, some
+    work, then ``done`` (with the digest of the value the body ``produce``d) or ``fail``. A
+    crash (cancellation) records nothing more: a dead process has no further effects."""
     effects = EFFECTS.get()
-    effects.record("start", key)
+    effects.record("start", key, step)
     work = effects.rng.randint(0, effects.max_work_ms)
     if work:
         await effects.sched.sleep(work / 1000)
+    run = Run(effects)
     try:
-        yield effects
-    except Exception:
-        effects.record("fail", key)
+        yield run
+    except Exception as e:
+        effects.record("fail", key, type(e).__qualname__)
         raise
-    effects.record("done", key)
+    effects.record("done", key, digest(run.value))
 
 
 # -- leaf steps -------------------------------------------------------------------------------
@@ -79,26 +107,55 @@ async def effect(key: str) -> AsyncIterator[Effects]:
 
 
 async def double(ctx: Context, n: int) -> int:
-    async with effect(ctx.id):
-        return 2 * n
+    async with effect(ctx.id, "double") as run:
+        return run.produce(2 * n)
 
 
 async def flaky(ctx: Context, n: int) -> int:
     """A service that fails its first two calls, whichever worker makes them."""
-    async with effect(ctx.id) as effects:
-        effects.calls[ctx.id] += 1
-        if effects.calls[ctx.id] <= 2:
+    async with effect(ctx.id, "flaky") as run:
+        calls = run.effects.calls
+        calls[ctx.id] += 1
+        if calls[ctx.id] <= 2:
             raise ConnectionError("service unavailable")
-        return n + 1
+        return run.produce(n + 1)
 
 
 async def doomed(ctx: Context) -> int:
-    async with effect(ctx.id):
+    async with effect(ctx.id, "doomed"):
         raise ValueError("this step cannot succeed")
 
 
+async def charge(ctx: Context, n: int) -> int:
+    """The side effect ``deploy`` makes at position 1 before the redeploy."""
+    async with effect(ctx.id, "charge") as run:
+        return run.produce(n + 100)
+
+
+async def refund(ctx: Context, n: int) -> int:
+    """What ``deploy`` calls at position 1 after the redeploy instead."""
+    async with effect(ctx.id, "refund") as run:
+        return run.produce(n - 100)
+
+
+async def bulky(ctx: Context, size: int) -> str:
+    """A result of ``size`` characters: over a payload limit, it cannot be recorded."""
+    async with effect(ctx.id, "bulky") as run:
+        return run.produce("x" * size)
+
+
+class Conn:
+    """Something a step may hold but no codec can record (a connection, a lock)."""
+
+
+async def connect(ctx: Context) -> Conn:
+    async with effect(ctx.id, "connect") as run:
+        return run.produce(Conn())
+
+
 def entered(ctx: Context) -> None:
-    EFFECTS.get().record("enter", ctx.id)
+    if isinstance(ctx, Context):  # not when ``checks`` replays the function from its records
+        EFFECTS.get().record("enter", ctx.id)
 
 
 # -- workflows ----------------------------------------------------------------------------
@@ -169,6 +226,67 @@ async def nested(ctx: Context, n: int) -> int:
     return await ctx.run(double, a)
 
 
+# The simulated apps record values of at most MAX_VALUE_BYTES (encoded); the simulated
+# server refuses request bodies over BODY_LIMIT with a 413, as ``troth serve`` does. The
+# server's limit is the lower one on purpose: a value between the two passes the app's
+# codec and meets the 413 (a misconfiguration the SDK must survive).
+MAX_VALUE_BYTES = 8000
+BODY_LIMIT = 6000
+OVER_SERVER = 5000  # characters: encoded 6668 bytes, under the app's limit, over the server's
+OVER_APP = 8000  # characters: encoded 10668 bytes, over the app's limit
+
+
+async def hoard(ctx: Context, n: int) -> int:
+    """A step whose value the app refuses: the step and, unhandled, the execution are
+    rejected with ``UnstorableValueError`` (and the step is not retried)."""
+    entered(ctx)
+    a = await ctx.run(double, n)
+    await ctx.run(bulky, OVER_APP)
+    return a
+
+
+async def ship(ctx: Context, n: int) -> str:
+    """A step whose value the server refuses (413), handled; then an rpc whose argument the
+    app refuses, unhandled."""
+    entered(ctx)
+    note = "recorded"
+    try:
+        await ctx.run(bulky, OVER_SERVER)
+    except UnstorableValueError as e:
+        note = str(e)
+    return await ctx.rpc(callee, note + "y" * OVER_APP)
+
+
+async def unstorable(ctx: Context, n: int) -> str:
+    """A step whose value has no encoding: rejected, and the workflow handles it."""
+    entered(ctx)
+    a = await ctx.run(double, n)
+    try:
+        await ctx.run(connect)
+    except UnstorableValueError as e:
+        return f"{a}: {e}"
+    return f"{a}: recorded a connection"
+
+
+async def deploy(ctx: Context, n: int) -> str:
+    """Version one of ``deploy``; workers booted after a crash or a stop run ``redeployed``
+    under the same name (see ``register``)."""
+    entered(ctx)
+    a = await ctx.run(double, n)
+    b = await ctx.run(charge, a)
+    await ctx.sleep(4)  # an execution in flight when the redeploy comes
+    return f"charged {b}, {await ctx.run(double, b)}"
+
+
+async def redeployed(ctx: Context, n: int) -> str:
+    """``deploy`` after the redeploy: another step at position 1."""
+    entered(ctx)
+    a = await ctx.run(double, n)
+    b = await ctx.run(refund, a)
+    await ctx.sleep(4)
+    return f"refunded {b}, {await ctx.run(double, b)}"
+
+
 class Root(NamedTuple):
     id: str
     fn: Callable[..., Any]
@@ -183,7 +301,18 @@ ROOTS = [
     Root("approve", approve, (4,)),
     Root("retry", retrying, (10,)),
     Root("nested", nested, (2,)),
+    Root("hoard", hoard, (3,)),
+    Root("ship", ship, (1,)),
+    Root("unstorable", unstorable, (6,)),
+    Root("deploy", deploy, (5,)),
 ]
+
+# The root whose code changes between runs: compared with the versions' own rules (see
+# ``checks.deploy_problems``), not with the uninterrupted run.
+CHANGED = "deploy"
+VERSIONS = {"run:charge": deploy, "run:refund": redeployed}  # by the step at position 1
+
+LEAVES = {double, flaky, doomed, charge, refund, bulky, connect}
 
 # The external promises the simulator settles — by the root that awaits one, the answer —
 # and each root's value, worked out by hand (the uninterrupted run must agree before any
@@ -197,14 +326,20 @@ EXPECTED = {
     "approve": "yes:8",
     "retry": "11 then this step cannot succeed",
     "nested": 2 * (4 + (2 * 4 + 1)),
+    "unstorable": "12: cannot record a value of type Conn: cannot encode a value of type Conn",
+    "deploy": "charged 110, 220",
 }
+# ... and the roots rejected, with their error's type (the message names the size).
+REJECTED = {"hoard": "UnstorableValueError", "ship": "UnstorableValueError"}
 
 FUNCTIONS = [
     sequential, fan_out, callee, caller, sleeper, approve, retrying, inner, innermost, nested,
-    double, flaky, doomed,
+    hoard, ship, unstorable, double, flaky, doomed, charge, refund, bulky, connect,
 ]  # fmt: skip
 
 
-def register(app: Troth) -> None:
+def register(app: Troth, redeployed_code: bool = False) -> None:
+    """Register every function; ``redeployed_code``: ``deploy`` is the new code."""
     for fn in FUNCTIONS:
         app.register(fn)
+    app.register(redeployed if redeployed_code else deploy, name="deploy")
