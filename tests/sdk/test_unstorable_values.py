@@ -141,3 +141,15 @@ async def test_a_server_with_a_lower_limit_rejects_the_step_once(tmp_path, uid):
         assert CALLS["big_report"] == 1
     finally:
         server.close()
+
+
+async def test_an_error_over_a_tiny_limit_is_still_recorded_in_short(make_app, uid):
+    """An error must always be recordable, or its execution could never be settled."""
+    app = make_app(max_value_bytes=200)
+
+    @app.register
+    async def failing(ctx: Context) -> str:
+        raise ValueError("x" * 5000)
+
+    with pytest.raises(UnstorableValueError, match="ValueError: xxx.*recorded in short"):
+        await run(app, f"{uid}-tiny", failing)

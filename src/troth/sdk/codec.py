@@ -109,10 +109,7 @@ class Codec:
             raise UnstorableValueError(
                 f"cannot record a value of type {type(value).__qualname__}: {e}"
             ) from e
-        data = base64.b64encode(raw).decode("ascii")
-        encoded = Value(headers={CODEC_HEADER: self.serializer.name}, data=data)
-        if self.encryptor:
-            encoded = self.encryptor.encrypt(encoded)
+        encoded = self._wrap(raw)
         size = len(encoded.data or "")
         if size > self.max_value_bytes:
             raise UnstorableValueError(
@@ -120,6 +117,15 @@ class Codec:
                 f"the payload limit of {self.max_value_bytes} bytes (Troth(max_value_bytes=...))"
             )
         return encoded
+
+    def encode_unlimited(self, value: Any) -> Value:
+        """``value`` encoded without the payload limit, for the SDK's own small records."""
+        return self._wrap(self.serializer.dumps(value))
+
+    def _wrap(self, raw: bytes) -> Value:
+        data = base64.b64encode(raw).decode("ascii")
+        encoded = Value(headers={CODEC_HEADER: self.serializer.name}, data=data)
+        return self.encryptor.encrypt(encoded) if self.encryptor else encoded
 
     def decode(self, value: Value) -> Any:
         """The plain (JSON-shaped) value in ``value``; None when it carries no data."""
@@ -334,12 +340,16 @@ AGGREGATE_ERROR = "aggregate_error"
 
 
 def encode_error(codec: Codec, error: BaseException) -> Value:
-    """An error as a value; one the codec cannot record is recorded by type and message."""
+    """An error as a value. One the codec cannot record (an unencodable part, or over the
+    payload limit with its stack) is recorded by its type and the start of its message,
+    without a stack, past the limit if need be: an error must always be recordable, or the
+    execution that failed could never be settled."""
     try:
         return codec.encode(error)
-    except UnstorableValueError:
-        text = f"{type(error).__qualname__}: {error}"
-        return codec.encode(UnstorableValueError(text[:4096]))
+    except UnstorableValueError as refused:
+        text = f"{type(error).__qualname__}: {error}"[:1000]
+        short = UnstorableValueError(f"{text} (recorded in short: {refused})"[:2000])
+        return codec.encode_unlimited({**error_to_json(short), "stack": ""})
 
 
 def is_error_json(obj: Any) -> bool:

@@ -118,7 +118,13 @@ class Worker:
         self.runtime.stopping.set()
         running = [job for job in self._jobs if not job.done()]
         if running:
-            _, late = await asyncio.wait(running, timeout=grace)
+            # The grace period on the app's clock (virtual time in tests), not the loop's.
+            grace_over = asyncio.ensure_future(self.runtime.clock.sleep(grace))
+            all_done = asyncio.ensure_future(asyncio.wait(running))
+            await asyncio.wait([grace_over, all_done], return_when=asyncio.FIRST_COMPLETED)
+            grace_over.cancel()
+            all_done.cancel()
+            late = [job for job in running if not job.done()]
             if late:
                 log.warning(
                     "%d task(s) still running after the %.3g s grace period; cancelling",
