@@ -106,3 +106,13 @@ def make_app(request: pytest.FixtureRequest) -> Callable[..., Troth]:
 def uid() -> str:
     """A fresh id prefix, so tests that share a server never share executions."""
     return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def mode_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """The environment that puts a worker process (``support.processes``) in the
+    parametrized mode: a database file of its own, or the shared server and a fresh group."""
+    if request.param == "embedded":
+        return {"TROTH_DB": str(tmp_path / "troth.db")}
+    server: Server = request.getfixturevalue("server")
+    return {"TROTH_URL": server.url, "TROTH_GROUP": f"g{uuid.uuid4().hex[:8]}"}

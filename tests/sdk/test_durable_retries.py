@@ -35,14 +35,6 @@ if __name__ == "__main__":
 """
 
 
-@pytest.fixture(params=["embedded", "remote"])
-def mode_env(request, tmp_path) -> dict[str, str]:
-    if request.param == "embedded":
-        return {"TROTH_DB": str(tmp_path / "troth.db")}
-    server = request.getfixturevalue("server")
-    return {"TROTH_URL": server.url, "TROTH_GROUP": f"r{uuid.uuid4().hex[:6]}"}
-
-
 async def test_a_kill_during_an_attempt_does_not_add_attempts(mode_env, tmp_path):
     write_module(tmp_path, "payments", APP)
     id = f"pay-{uuid.uuid4().hex[:6]}"

@@ -31,14 +31,6 @@ async def job(ctx: Context) -> int:
 """
 
 
-@pytest.fixture(params=["embedded", "remote"])
-def mode_env(request, tmp_path) -> dict[str, str]:
-    if request.param == "embedded":
-        return {"TROTH_DB": str(tmp_path / "troth.db")}
-    server = request.getfixturevalue("server")
-    return {"TROTH_URL": server.url, "TROTH_GROUP": f"s{uuid.uuid4().hex[:6]}"}
-
-
 async def test_sigterm_finishes_the_running_step_and_hands_the_task_over(mode_env, tmp_path):
     write_module(tmp_path, "jobs", APP)
     env = {**mode_env, "LEDGER": str(tmp_path / "ledger")}  # the default 30 s lease

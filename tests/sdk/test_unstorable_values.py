@@ -151,5 +151,5 @@ async def test_an_error_over_a_tiny_limit_is_still_recorded_in_short(make_app, u
     async def failing(ctx: Context) -> str:
         raise ValueError("x" * 5000)
 
-    with pytest.raises(UnstorableValueError, match="ValueError: xxx.*recorded in short"):
+    with pytest.raises(UnstorableValueError, match=r"ValueError: xxx.*recorded in short"):
         await run(app, f"{uid}-tiny", failing)
