@@ -3,12 +3,15 @@ and every failed attempt is recorded where an operator can read it."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
 
 from support.processes import ledger, start, wait_for, write_module
-from troth.sdk import ServerError, Troth, TrothError
+from troth.protocol.requests import PromiseCreateRequest
+from troth.sdk import Context, ServerError, Troth, TrothError
+from troth.testing import VirtualTroth
 
 pytestmark = pytest.mark.anyio
 
@@ -74,3 +77,24 @@ async def test_a_kill_during_an_attempt_does_not_add_attempts(mode_env, tmp_path
             (await reader.promises.get(step)).value()
     finally:
         await reader.stop()
+
+
+@pytest.mark.parametrize("kind", ["random", "uuid", "now"])
+async def test_a_value_cut_off_by_a_crash_is_made_again_not_failed(tmp_path, kind):
+    """A recorded value whose run died between creating and settling its promise is not an
+    interrupted attempt (that would fail ``await ctx.random()`` under its one-attempt policy):
+    the next run makes it."""
+    app = VirtualTroth(db=str(tmp_path / "t.db"), autojump=False)
+
+    @app.register
+    async def flow(ctx: Context) -> str:
+        return str(await getattr(ctx, kind)())
+
+    async with app:
+        tags = {"resonate:scope": "local", "resonate:origin": "v", "resonate:parent": "v",
+                "resonate:branch": "v", "troth:step": kind, "troth:run": "dead-1/1"}  # fmt: skip
+        at = app.now() + 60_000
+        request = PromiseCreateRequest("v:0", at, app.codec.encode({"func": kind}), tags)
+        status, _ = await app.runtime.network.send("promise.create", request)
+        assert status == 200
+        assert await asyncio.wait_for(app.run("v", flow).result(), 10)

@@ -232,7 +232,8 @@ class Context:
         resume_at = attempts.retry_at(failures[-1]) if failures else None
         if (
             not fresh
-            and not step.durable
+            and step.call.kind == "run"  # a value (now, random, uuid) is simply made again
+            and not step.durable  # a durable function's replay is not a new attempt
             and (resume_at is None or resume_at <= runtime.clock.now())
         ):
             # The earlier run was making this attempt (or may have been) when it stopped.
