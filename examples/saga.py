@@ -40,7 +40,7 @@ async def trip(ctx: Context, trip_id: str, fail_car: bool) -> list[str]:
     try:
         for kind in ("flight", "hotel", "car"):
             fail = fail_car and kind == "car"
-            booked.append(await ctx.run(book, kind, trip_id, fail, retry=Never()))
+            booked.append(await ctx.options(retry=Never()).run(book, kind, trip_id, fail))
     except Unavailable as error:
         for booking in reversed(booked):
             await ctx.run(cancel, booking)

@@ -36,7 +36,7 @@ async def callee(ctx: Context, x: int) -> dict[str, Any]:
 
 
 async def caller(ctx: Context, target: str, x: int) -> dict[str, Any]:
-    res = await ctx.rpc("callee", x, target=target)
+    res = await ctx.options(target=target).rpc("callee", x)
     return {"pid": ARGS.pid, "callee": res}
 
 
@@ -58,13 +58,13 @@ async def nothing(ctx: Context) -> None:
 
 async def relay(ctx: Context, target: str, func: str, *args: Any) -> Any:
     """``func(*args)`` on group ``target``, its value returned as this function's own."""
-    return await ctx.rpc(func, *args, target=target)
+    return await ctx.options(target=target).rpc(func, *args)
 
 
 async def catcher(ctx: Context, target: str, func: str, *args: Any) -> dict[str, Any]:
     """``func(*args)`` on group ``target``, expected to fail: what the failure looked like."""
     try:
-        value = await ctx.rpc(func, *args, target=target)
+        value = await ctx.options(target=target).rpc(func, *args)
     except RemoteError as e:
         return {
             "class": type(e).__name__,
@@ -116,7 +116,7 @@ async def worker() -> int:
 async def invoke() -> int:
     app = traced(Troth(url=ARGS.url, group=f"client-{os.getpid()}"))
     async with app:
-        handle = app.rpc(ARGS.id, ARGS.func, *json.loads(ARGS.args), target=ARGS.target)
+        handle = app.options(target=ARGS.target).rpc(ARGS.id, ARGS.func, *json.loads(ARGS.args))
         try:
             result = await handle.result()
         except Exception as exc:  # the test reads the message, so any failure is reported

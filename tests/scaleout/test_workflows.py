@@ -34,7 +34,7 @@ async def run_workflows(
     results: dict[int, int] = {}
     started = time.monotonic()
     async with Troth(url=urls, group="clients") as client:
-        handles = [client.rpc(f"wf-{i}", "workflow", i, target=GROUP) for i in range(n)]
+        handles = [client.options(target=GROUP).rpc(f"wf-{i}", "workflow", i) for i in range(n)]
 
         async def result(i: int) -> None:
             results[i] = await handles[i].result()

@@ -66,8 +66,8 @@ async def test_per_call_options_reach_the_child_promise():
 
     @app.register
     async def flow(ctx: Context) -> list[str]:
-        await ctx.rpc("work", version=3, timeout=timedelta(minutes=1), target="elsewhere")
-        await ctx.run(str, 1, id="flow:custom")
+        await ctx.options(version=3, timeout=timedelta(minutes=1), target="elsewhere").rpc("work")
+        await ctx.options(id="flow:custom").run(str, 1)
         return ["ok"]
 
     async with app:

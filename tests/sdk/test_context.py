@@ -189,7 +189,7 @@ async def test_errors_round_trip_with_their_type(make_app, uid):
 
     @app.register
     async def failing(ctx: Context) -> None:
-        await ctx.run(refuse, "local", retry=Linear(step=0.01, max_attempts=2))
+        await ctx.options(retry=Linear(step=0.01, max_attempts=2)).run(refuse, "local")
 
     async with app:
         assert await result(app, f"{uid}-err", flow) == "caught nope"
@@ -210,13 +210,13 @@ async def test_plain_steps_retry_and_stop_at_the_policy(make_app, uid):
 
     @app.register
     async def flow(ctx: Context) -> list[str]:
-        out = [await ctx.run(flaky, "twice", 2, retry=Linear(step=0.05))]
+        out = [await ctx.options(retry=Linear(step=0.05)).run(flaky, "twice", 2)]
         try:
-            await ctx.run(flaky, "never", 5, retry=Linear(step=0.05, max_attempts=3))
+            await ctx.options(retry=Linear(step=0.05, max_attempts=3)).run(flaky, "never", 5)
         except ConnectionError:
             out.append("gave up")
         try:
-            await ctx.run(flaky, "typed", 5, non_retryable=[ConnectionError])
+            await ctx.options(non_retryable=(ConnectionError,)).run(flaky, "typed", 5)
         except ConnectionError:
             out.append("not retried")
         return out
@@ -238,7 +238,9 @@ async def test_a_retry_never_outlives_the_step_deadline(make_app, uid):
     @app.register
     async def flow(ctx: Context) -> str:
         try:
-            await ctx.run(always_fails, timeout=timedelta(seconds=0.5), retry=Linear(step=0.2))
+            await ctx.options(timeout=timedelta(seconds=0.5), retry=Linear(step=0.2)).run(
+                always_fails
+            )
         except ValueError:
             return "stopped"
         return "?"

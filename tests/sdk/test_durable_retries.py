@@ -24,7 +24,7 @@ def charge() -> None:
 @app.register
 async def pay(ctx: Context) -> str:
     try:
-        await ctx.run(charge, retry=Constant(0.3, max_attempts=4))
+        await ctx.options(retry=Constant(0.3, max_attempts=4)).run(charge)
     except RuntimeError as e:
         return f"gave up: {e}"
     return "paid"

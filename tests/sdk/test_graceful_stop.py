@@ -40,7 +40,7 @@ async def test_sigterm_finishes_the_running_step_and_hands_the_task_over(mode_en
     )  # only calls: never started
     try:
         id = f"job-{uuid.uuid4().hex[:6]}"
-        handle = client.rpc(id, "job", target=mode_env.get("TROTH_GROUP", "default"))
+        handle = client.options(target=mode_env.get("TROTH_GROUP", "default")).rpc(id, "job")
         await handle.started()
         wait_for(tmp_path / "ledger", "start 1")
         first.send_signal(signal.SIGTERM)

@@ -38,7 +38,7 @@ async def test_a_worker_process_serves_rpcs_from_a_client_that_runs_no_worker(se
     )  # fmt: skip
     try:
         client = Troth(url=server.url, group="clients")  # never started: it only calls
-        handle = client.rpc(f"greet-{group}", "greet", "ana", target=group)
+        handle = client.options(target=group).rpc(f"greet-{group}", "greet", "ana")
         assert await asyncio.wait_for(handle.result(), 20) == "ANA"
         await client.stop()
     finally:

@@ -26,7 +26,7 @@ async def test_a_workflow_that_sleeps_for_a_day_finishes_in_well_under_a_second(
     started = time.monotonic()
     async with app:
         began = app.now()
-        assert await app.run("r-1", remind, "ana", timeout=timedelta(days=2)).result() == (
+        assert await app.options(timeout=timedelta(days=2)).run("r-1", remind, "ana").result() == (
             "reminded ana"
         )
         assert app.now() - began >= 86_400_000
@@ -45,7 +45,7 @@ async def test_backoff_between_retries_is_virtual_too():
 
     @app.register
     async def flow(ctx: Context) -> str:
-        return await ctx.run(flaky, retry=Linear(step=60, max_delay=600))
+        return await ctx.options(retry=Linear(step=60, max_delay=600)).run(flaky)
 
     async with app:
         assert await app.run("retry", flow).result() == "up"

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
 from troth.protocol.records import BRANCH, ORIGIN, PARENT, TARGET, PromiseState, TaskState, Value
 from troth.protocol.requests import CreateAction, PromiseCreateRequest, TaskCreateRequest
@@ -22,11 +22,17 @@ from troth.protocol.responses import PromiseResponse, TaskClaimResponse
 from troth.sdk.client import Handle, Promises, Schedules, Waiter
 from troth.sdk.clock import Clock, WallClock
 from troth.sdk.codec import DEFAULT_MAX_VALUE_BYTES, Codec, Encryptor, parameter_hints
-from troth.sdk.context import SCOPE
+from troth.sdk.context import SCOPE, Context
 from troth.sdk.errors import FunctionNotFoundError, ServerError
 from troth.sdk.execution import Runtime, SettledCache
 from troth.sdk.network import Network, action_head, anycast, new_pid, target_address
-from troth.sdk.options import Options, deadline, split_options
+from troth.sdk.options import (
+    DeadlineSource,
+    Options,
+    deadline,
+    deadline_tags,
+    options,
+)
 from troth.sdk.registry import Registered, Registry, function_name, invocation_data
 from troth.sdk.retry import RetryPolicy
 from troth.sdk.worker import Worker
@@ -34,11 +40,93 @@ from troth.sdk.worker import Worker
 log = logging.getLogger("troth.sdk")
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+T = TypeVar("T")
 
 DEFAULT_DB = "troth.db"
 
 
-class Troth:
+class Starts:
+    """The ways to start an execution: ``run`` (here) and ``rpc`` (on a worker group). The
+    app starts with default options; ``app.options(...)`` returns one with options.
+
+    Everything after the function is the function's own arguments, untouched and typed by
+    its signature; the handle's ``result()`` has the function's return type.
+    """
+
+    _app: Troth
+    _opts: Options
+
+    @overload
+    def run(
+        self,
+        id: str,
+        fn: Callable[Concatenate[Context, P], Awaitable[T]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Handle[T]: ...
+    @overload
+    def run(
+        self, id: str, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Handle[T]: ...
+    @overload
+    def run(
+        self, id: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Handle[T]: ...
+    @overload
+    def run(self, id: str, fn: str, /, *args: Any, **kwargs: Any) -> Handle[Any]: ...
+    def run(
+        self, id: str, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
+    ) -> Handle[Any]:
+        """Start ``fn(*args, **kwargs)`` as execution ``id`` here, or join it if it exists.
+
+        The execution starts in this process (``task.create`` hands it over already held);
+        if it later suspends, any worker of this app's group may resume it.
+        """
+        return self._app._run(self._opts, id, fn, args, kwargs)
+
+    @overload
+    def rpc(
+        self,
+        id: str,
+        fn: Callable[Concatenate[Context, P], Awaitable[T]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Handle[T]: ...
+    @overload
+    def rpc(
+        self, id: str, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Handle[T]: ...
+    @overload
+    def rpc(
+        self, id: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Handle[T]: ...
+    @overload
+    def rpc(self, id: str, fn: str, /, *args: Any, **kwargs: Any) -> Handle[Any]: ...
+    def rpc(
+        self, id: str, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
+    ) -> Handle[Any]:
+        """Start ``fn`` as execution ``id`` on any worker of the ``target`` option's group
+        (default: this app's group), or join it if it exists."""
+        return self._app._rpc(self._opts, id, fn, args, kwargs)
+
+    @property
+    def schedules(self) -> Schedules:
+        """Cron schedules of registered functions, made with these options."""
+        return Schedules(self._app, self._opts)
+
+
+class StartsWith(Starts):
+    """``app.options(...)``: ``run`` and ``rpc`` with options."""
+
+    def __init__(self, app: Troth, opts: Options) -> None:
+        self._app = app
+        self._opts = opts
+
+
+class Troth(Starts):
     def __init__(
         self,
         url: str | Sequence[str] | None = None,
@@ -56,6 +144,7 @@ class Troth:
         request_retry: timedelta = timedelta(seconds=30),
         shutdown_grace: timedelta = timedelta(seconds=10),
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        default_timeout: timedelta | None = None,
     ) -> None:
         self.url = url
         self.group = group
@@ -71,11 +160,14 @@ class Troth:
         self.clock: Clock = clock or WallClock()
         # Stopping lets running steps record their results for this long, then releases.
         self.shutdown_grace = shutdown_grace.total_seconds()
+        # The deadline of executions started without one (none: they have no deadline).
+        self.default_timeout = default_timeout
+        self._app = self
+        self._opts = Options()
         self.codec = codec or Codec(encryptor=encryptor, max_value_bytes=max_value_bytes)
         self.registry = Registry()
         self.waiter = Waiter(self)
         self.promises = Promises(self)
-        self.schedules = Schedules(self)
         self.started = False
         self._runtime: Runtime | None = None
         self._worker: Worker | None = None
@@ -123,7 +215,12 @@ class Troth:
     def runtime(self) -> Runtime:
         if self._runtime is None:
             self._runtime = Runtime(
-                self._make_network(), self.codec, self.registry, self.clock, SettledCache()
+                self._make_network(),
+                self.codec,
+                self.registry,
+                self.clock,
+                SettledCache(),
+                default_timeout=self.default_timeout,
             )
         return self._runtime
 
@@ -193,27 +290,59 @@ class Troth:
 
     # -- starting executions ------------------------------------------------------------------
 
-    def run(self, id: str, fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> Handle:
-        """Start ``fn(*args, **kwargs)`` as execution ``id`` here, or join it if it exists.
+    def options(
+        self,
+        *,
+        timeout: timedelta | float | None = None,
+        target: str | None = None,
+        version: int | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> StartsWith:
+        """``run`` and ``rpc`` with these options (see ``troth.sdk.options.Options``):
+        ``app.options(target="payments", timeout=3600).rpc("pay-7", charge, "acct")``."""
+        return StartsWith(self, options(timeout, target=target, version=version, tags=tags))
 
-        The execution starts in this process (``task.create`` hands it over already held);
-        if it later suspends, any worker of this app's group may resume it.
-        """
-        opts, kwargs = split_options(kwargs)
+    def _run(
+        self,
+        opts: Options,
+        id: str,
+        fn: Callable[..., Any] | str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Handle[Any]:
         entry = self._entry(fn, opts.version)
         worker = self.worker
         started = self._start(id, self._create_run(worker, id, entry, args, kwargs, opts))
         return Handle(self, id, entry.hints[1], started)
 
-    def rpc(self, id: str, fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> Handle:
-        """Start ``fn`` as execution ``id`` on any worker of ``target`` (default: this group)."""
-        opts, kwargs = split_options(kwargs)
+    def _rpc(
+        self,
+        opts: Options,
+        id: str,
+        fn: Callable[..., Any] | str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Handle[Any]:
         param, tags = self.invocation(fn, args, kwargs, target=opts.target, version=opts.version)
         tags.update({ORIGIN: id, BRANCH: id, PARENT: id, **opts.tags})
-        at = deadline(self.clock.now(), opts.timeout)
+        at, source = self._deadline(fn, opts)
+        tags.update(deadline_tags(source))
         started = self._start(id, self._create(PromiseCreateRequest(id, at, param, tags)))
         hint = None if isinstance(fn, str) else parameter_hints(fn)[1]
         return Handle(self, id, hint, started)
+
+    def _deadline(
+        self, fn: Callable[..., Any] | str, opts: Options
+    ) -> tuple[int, DeadlineSource | None]:
+        """An execution's deadline: the call's option, else the function's registered
+        timeout (when this app registers it), else the app's default, else none."""
+        entry = self.registry.get(fn, opts.version) if isinstance(fn, str) else self.registry.of(fn)
+        choices = [
+            (opts.timeout, DeadlineSource.OPTION),
+            (entry.timeout if entry else None, DeadlineSource.REGISTER),
+            (self.default_timeout, DeadlineSource.APP),
+        ]
+        return deadline(self.clock.now(), choices)
 
     def _start(self, id: str, create: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
         """Create execution ``id`` in the background, tracked until it exists (see ``stop``).
@@ -294,7 +423,8 @@ class Troth:
         data = invocation_data(entry.name, entry.version, args, kwargs)
         target = target_address(opts.target) if opts.target else anycast(self.group, self.pid)
         tags = {ORIGIN: id, BRANCH: id, PARENT: id, SCOPE: "global", TARGET: target, **opts.tags}
-        at = deadline(self.clock.now(), opts.timeout or entry.timeout)
+        at, source = self._deadline(entry.fn, opts)
+        tags.update(deadline_tags(source))
         create = PromiseCreateRequest(id, at, self.codec.encode(data), tags)
         action = CreateAction("promise.create", action_head(), create)
         request = TaskCreateRequest(self.pid, self.ttl_ms, action)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -29,7 +30,7 @@ from troth.protocol.responses import PromiseResponse, ScheduleResponse
 from troth.sdk.codec import Codec, error_to_json, result_of
 from troth.sdk.errors import ServerError
 from troth.sdk.network import Network, unicast
-from troth.sdk.options import deadline
+from troth.sdk.options import NO_DEADLINE, DeadlineSource, Options, deadline, deadline_tags
 
 if TYPE_CHECKING:
     from troth.sdk.app import Troth
@@ -214,7 +215,7 @@ class Promises:
         if not isinstance(timeout, timedelta):
             timeout = timedelta(seconds=timeout)
         param = self._app.codec.encode(data) if data is not None else Value()
-        at = deadline(self._app.clock.now(), timeout)
+        at, _ = deadline(self._app.clock.now(), [(timeout, DeadlineSource.OPTION)])
         request = PromiseCreateRequest(id, at, param, dict(tags or {}))
         return await self._promise("promise.create", request)
 
@@ -245,28 +246,33 @@ class Promises:
 
 
 class Schedules:
-    """Cron schedules that start an execution of a registered function at every fire."""
+    """Cron schedules that start an execution of a registered function at every fire.
 
-    def __init__(self, app: Troth) -> None:
+    ``app.schedules`` makes them with default options, ``app.options(...).schedules`` with
+    the options given (``timeout``: each fired execution's deadline; ``target``: the
+    worker group that runs it; ``tags``)."""
+
+    def __init__(self, app: Troth, opts: Options) -> None:
         self._app = app
+        self._opts = opts
 
     async def create(
-        self,
-        id: str,
-        cron: str,
-        fn: Any,
-        *args: Any,
-        timeout: timedelta = timedelta(hours=1),
-        target: str | None = None,
-        **kwargs: Any,
+        self, id: str, cron: str, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
     ) -> Schedule:
         """Every fire creates promise ``<id>.<timestamp>`` running ``fn(*args, **kwargs)``."""
-        param, tags = self._app.invocation(fn, args, kwargs, target=target)
+        opts = self._opts
+        param, tags = self._app.invocation(fn, args, kwargs, target=opts.target)
+        tags.update(opts.tags)
+        at, source = self._app._deadline(fn, opts)
+        tags.update(deadline_tags(source))
+        now = self._app.clock.now()
+        # A duration from each fire; "no deadline" as the longest one that cannot overflow.
+        timeout = at - now if source is not None else NO_DEADLINE // 2
         request = ScheduleCreateRequest(
             id=id,
             cron=cron,
             promise_id="{{.id}}.{{.timestamp}}",
-            promise_timeout=round(timeout.total_seconds() * 1000),
+            promise_timeout=max(1, timeout),
             promise_param=param,
             promise_tags=tags,
         )

@@ -400,7 +400,7 @@ def result_of(record: PromiseRecord, codec: Codec, hint: Any = None) -> Any:
     if state == PromiseState.RESOLVED:
         return convert(codec.decode(record.value), hint)
     if state == PromiseState.REJECTED_TIMEDOUT:
-        raise TimedOutError(record.id)
+        raise TimedOutError(record.id, record.timeout_at, record.tags.get("troth:deadline"))
     if state == PromiseState.REJECTED_CANCELED:
         raise CanceledError(record.id)
     if state == PromiseState.REJECTED:

@@ -23,9 +23,9 @@ import inspect
 import logging
 import random as _random
 import uuid as _uuid
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Concatenate, Generic, NamedTuple, ParamSpec, TypeVar, overload
 
 from troth.protocol.ids import child_id, descends
 from troth.protocol.records import (
@@ -51,7 +51,14 @@ from troth.sdk.errors import (
 )
 from troth.sdk.execution import RUN_TAG, SCOPE, Execution, Runtime
 from troth.sdk.network import anycast, target_address
-from troth.sdk.options import Options, as_timedelta, deadline, split_options
+from troth.sdk.options import (
+    DeadlineSource,
+    Options,
+    as_timedelta,
+    deadline,
+    deadline_tags,
+    options,
+)
 from troth.sdk.registry import function_name, invocation_data, takes_context
 from troth.sdk.replay import STEP_TAG, Call, digest
 from troth.sdk.retry import Exponential, Never, RetryPolicy, next_retry
@@ -59,6 +66,7 @@ from troth.sdk.retry import Exponential, Never, RetryPolicy, next_retry
 log = logging.getLogger("troth.sdk")
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class DurableFuture(Generic[T]):
@@ -126,10 +134,110 @@ class Step(NamedTuple):
     durable: bool
     policy: RetryPolicy
     opts: Options
-    timeout: timedelta | None
+    timeouts: list[tuple[timedelta | None, DeadlineSource]]  # deadline choices, in order
 
 
-class Context:
+class Calls:
+    """The durable calls that run a function: ``run``, ``rpc``, ``detached`` (and the
+    ``begin_*`` names other SDKs use). A ``Context`` makes them with default options;
+    ``ctx.options(...)`` returns one that makes them with the options given.
+
+    Everything after the function is the function's own arguments, untouched, and typed by
+    its signature: ``ctx.run(charge, "acct", cents=5)`` is checked against ``charge``'s
+    parameters, and the future's value has ``charge``'s return type.
+    """
+
+    _ctx: Context
+    _opts: Options
+
+    @overload
+    def run(
+        self,
+        fn: Callable[Concatenate[Context, P], Awaitable[T]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> DurableFuture[T]: ...
+    @overload
+    def run(
+        self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> DurableFuture[T]: ...
+    @overload
+    def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> DurableFuture[T]: ...
+    @overload
+    def run(self, fn: str, /, *args: Any, **kwargs: Any) -> DurableFuture[Any]: ...
+    def run(self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> DurableFuture[Any]:
+        """Run ``fn`` here as a durable step: recorded once, never repeated once finished.
+
+        ``fn`` may be a plain function (``def`` runs in a thread, ``async def`` in the
+        loop; retried with ``Exponential()`` by default) or a durable function taking a
+        ``Context`` (not retried as a whole by default), or a registered function's name.
+        """
+        return self._ctx._run(self._opts, fn, args, kwargs)
+
+    begin_run = run
+
+    @overload
+    def rpc(
+        self,
+        fn: Callable[Concatenate[Context, P], Awaitable[T]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> DurableFuture[T]: ...
+    @overload
+    def rpc(
+        self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> DurableFuture[T]: ...
+    @overload
+    def rpc(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> DurableFuture[T]: ...
+    @overload
+    def rpc(self, fn: str, /, *args: Any, **kwargs: Any) -> DurableFuture[Any]: ...
+    def rpc(self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> DurableFuture[Any]:
+        """Run ``fn`` on any worker of the ``target`` option's group (default: this app's
+        group), as a child execution whose deadline is within this one's.
+
+        The param is ``invocation_data``, the shape every Resonate SDK reads.
+        """
+        return self._ctx._call_remote("rpc", fn, args, kwargs, self._opts, self._ctx.timeout_at)
+
+    begin_rpc = rpc
+
+    @overload
+    def detached(
+        self,
+        fn: Callable[Concatenate[Context, P], Awaitable[T]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> DurableFuture[T]: ...
+    @overload
+    def detached(
+        self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> DurableFuture[T]: ...
+    @overload
+    def detached(
+        self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> DurableFuture[T]: ...
+    @overload
+    def detached(self, fn: str, /, *args: Any, **kwargs: Any) -> DurableFuture[Any]: ...
+    def detached(
+        self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
+    ) -> DurableFuture[Any]:
+        """Start ``fn`` as an execution of its own: its deadline is not capped by this one's
+        and nothing here waits for it unless the returned future is awaited."""
+        return self._ctx._call_remote("detached", fn, args, kwargs, self._opts, None)
+
+
+class CallsWith(Calls):
+    """``ctx.options(...)``: the durable calls of a context, with options."""
+
+    def __init__(self, ctx: Context, opts: Options) -> None:
+        self._ctx = ctx
+        self._opts = opts
+
+
+class Context(Calls):
     def __init__(
         self, execution: Execution, id: str, origin: str, branch: str, timeout_at: int
     ) -> None:
@@ -140,17 +248,34 @@ class Context:
         self.branch = branch
         self.timeout_at = timeout_at
         self.attempt = 1
+        self._ctx = self
+        self._opts = Options()
+
+    def options(
+        self,
+        *,
+        timeout: timedelta | float | None = None,
+        retry: RetryPolicy | None = None,
+        non_retryable: tuple[type[BaseException], ...] = (),
+        target: str | None = None,
+        version: int | None = None,
+        id: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> CallsWith:
+        """The durable calls (``run``, ``rpc``, ``detached``) made with these options (see
+        ``troth.sdk.options.Options``): ``ctx.options(timeout=30).run(fetch, url)``."""
+        opts = options(timeout, retry, non_retryable, target, version, id, tags)
+        return CallsWith(self, opts)
 
     # -- local steps ------------------------------------------------------------------------
 
-    def run(self, fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> DurableFuture[Any]:
-        """Run ``fn`` here as a durable step: recorded once, never repeated once finished.
-
-        ``fn`` may be a plain function (``def`` runs in a thread, ``async def`` in the
-        loop; retried with ``Exponential()`` by default) or a durable function taking a
-        ``Context`` (not retried as a whole by default).
-        """
-        opts, kwargs = split_options(kwargs)
+    def _run(
+        self,
+        opts: Options,
+        fn: Callable[..., Any] | str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> DurableFuture[Any]:
         self._guard()
         registry = self._execution.runtime.registry
         entry = registry.get(fn, opts.version) if isinstance(fn, str) else registry.of(fn)
@@ -162,13 +287,14 @@ class Context:
         durable = entry.durable if entry else takes_context(func)
         policy = opts.retry or (entry.retry if entry else None)
         policy = policy or (Never() if durable else Exponential())
-        timeout = opts.timeout or (entry.timeout if entry else None)
-        step = Step(Call("run", name, digest(args, kwargs)), func, durable, policy, opts, timeout)
+        timeouts = [
+            (opts.timeout, DeadlineSource.OPTION),
+            (entry.timeout if entry else None, DeadlineSource.REGISTER),
+        ]
+        step = Step(Call("run", name, digest(args, kwargs)), func, durable, policy, opts, timeouts)
         id = self._next(opts.id)
         task = self._execution.spawn(self._local(id, step, args, kwargs), step=True)
         return DurableFuture(self._execution, id, task, parameter_hints(func)[1])
-
-    begin_run = run
 
     def now(self) -> DurableFuture[datetime]:
         """The current time, recorded on first run so a replay sees the same instant."""
@@ -187,7 +313,7 @@ class Context:
         """A value made once and recorded: a step of its own kind, so that a replay whose
         code no longer makes it (or makes it elsewhere) is refused, not shifted."""
         self._guard()
-        step = Step(Call(kind), make, False, Never(), Options(), None)
+        step = Step(Call(kind), make, False, Never(), Options(), [])
         id = self._next(None)
         task = self._execution.spawn(self._local(id, step, (), {}), step=True)
         return DurableFuture(self._execution, id, task, hint)
@@ -203,7 +329,8 @@ class Context:
             tags.update(step.opts.tags)
             param = execution.runtime.codec.encode({"func": step.call.name or step.call.kind})
             now = execution.runtime.clock.now()
-            at = deadline(now, step.timeout, self.timeout_at)
+            at, source = deadline(now, step.timeouts, self.timeout_at)
+            tags.update(deadline_tags(source))
             record = await execution.create(PromiseCreateRequest(id, at, param, tags))
         execution.check(record, step.call)
         if record.state != PromiseState.PENDING:
@@ -288,22 +415,6 @@ class Context:
 
     # -- remote calls and promises ----------------------------------------------------------
 
-    def rpc(self, fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> DurableFuture[Any]:
-        """Run ``fn`` on any worker of ``target`` (default: this app's group) and await it.
-
-        The param is ``invocation_data``, the shape every Resonate SDK reads.
-        """
-        opts, kwargs = split_options(kwargs)
-        return self._call_remote("rpc", fn, args, kwargs, opts, cap=self.timeout_at)
-
-    begin_rpc = rpc
-
-    def detached(self, fn: Callable[..., Any] | str, *args: Any, **kwargs: Any) -> DurableFuture:
-        """Start ``fn`` as an execution of its own: its deadline is not capped by this one's
-        and nothing here waits for it unless the returned future is awaited."""
-        opts, kwargs = split_options(kwargs)
-        return self._call_remote("detached", fn, args, kwargs, opts, cap=None)
-
     def _call_remote(
         self,
         kind: str,
@@ -315,7 +426,7 @@ class Context:
     ) -> DurableFuture[Any]:
         """A child promise targeted at another worker; ``cap`` bounds its deadline."""
         self._guard()
-        name, version, hint = self._remote(fn, opts)
+        name, version, hint, registered = self._remote(fn, opts)
         codec = self._execution.runtime.codec
         param = codec.encode(invocation_data(name, version, args, kwargs))
         id = self._next(opts.id)
@@ -326,8 +437,15 @@ class Context:
         call = Call(kind, name, digest(args, kwargs))
         tags.update(call.tags())
         tags.update(opts.tags)
-        now = self._execution.runtime.clock.now()
-        request = PromiseCreateRequest(id, deadline(now, opts.timeout, cap), param, tags)
+        runtime = self._execution.runtime
+        choices = [
+            (opts.timeout, DeadlineSource.OPTION),
+            (registered, DeadlineSource.REGISTER),
+            (runtime.default_timeout, DeadlineSource.APP),
+        ]
+        at, source = deadline(runtime.clock.now(), choices, cap)
+        tags.update(deadline_tags(source))
+        request = PromiseCreateRequest(id, at, param, tags)
         return self._child(id, call, request, hint)
 
     def sleep(
@@ -369,7 +487,9 @@ class Context:
         all_tags.update(call.tags())
         all_tags.update(tags or {})
         now = self._execution.runtime.clock.now()
-        at = deadline(now, as_timedelta(timeout), self.timeout_at)
+        choice = [(as_timedelta(timeout), DeadlineSource.OPTION)]
+        at, source = deadline(now, choice, self.timeout_at)
+        all_tags.update(deadline_tags(source))
         request = PromiseCreateRequest(promise_id, at, param, all_tags)
         return self._child(promise_id, call, request, None, deadline_timer=True)
 
@@ -445,11 +565,16 @@ class Context:
             BRANCH: id if own_branch or not descends(id, self.branch) else self.branch,
         }
 
-    def _remote(self, fn: Callable[..., Any] | str, opts: Options) -> tuple[str, int | None, Any]:
-        """The name, pinned version and return hint of a function run elsewhere."""
+    def _remote(
+        self, fn: Callable[..., Any] | str, opts: Options
+    ) -> tuple[str, int | None, Any, timedelta | None]:
+        """The name, pinned version, return hint and registered timeout of a function run
+        elsewhere (the timeout when this app registers it too)."""
+        registry = self._execution.runtime.registry
         if isinstance(fn, str):
-            return fn, opts.version, None
-        entry = self._execution.runtime.registry.of(fn)
+            entry = registry.get(fn, opts.version)
+            return fn, opts.version, None, entry.timeout if entry else None
+        entry = registry.of(fn)
         name = entry.name if entry else function_name(fn)
         version = opts.version or (entry.version if entry else None)
-        return name, version, parameter_hints(fn)[1]
+        return name, version, parameter_hints(fn)[1], entry.timeout if entry else None

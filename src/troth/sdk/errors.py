@@ -9,6 +9,7 @@ not the user's code, decides what happens to the task.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -17,11 +18,34 @@ class TrothError(Exception):
 
 
 class TimedOutError(TrothError):
-    """The awaited promise reached its deadline before anyone settled it."""
+    """The awaited promise reached its deadline before anyone settled it.
 
-    def __init__(self, promise_id: str) -> None:
-        super().__init__(f"promise {promise_id!r} timed out")
+    ``deadline`` is the instant (ms since the epoch) and ``source`` where it came from, as
+    the promise recorded it (``troth.sdk.options.DeadlineSource``: ``option``,
+    ``register``, ``app``, ``parent``), or None for a promise another SDK created.
+    """
+
+    def __init__(
+        self, promise_id: str, deadline: int | None = None, source: str | None = None
+    ) -> None:
+        message = f"promise {promise_id!r} timed out"
+        if deadline is not None:
+            at = datetime.fromtimestamp(deadline / 1000, tz=UTC)
+            message += f" at its deadline {at.isoformat(timespec='milliseconds')}"
+        if source is not None:
+            message += f", set by {_DEADLINE_SOURCES.get(source, repr(source))}"
+        super().__init__(message)
         self.promise_id = promise_id
+        self.deadline = deadline
+        self.source = source
+
+
+_DEADLINE_SOURCES = {
+    "option": "the call's timeout option",
+    "register": "the timeout its function was registered with",
+    "app": "the app's default_timeout",
+    "parent": "the deadline of the execution that called it",
+}
 
 
 class CanceledError(TrothError):

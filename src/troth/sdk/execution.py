@@ -26,6 +26,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, NamedTuple
 
 from troth.protocol.records import PromiseRecord, PromiseState, SettleState, Value
@@ -101,6 +102,8 @@ class Runtime:
     # (this clock's ms) until which the lease is certainly live (see ``Execution.lost``).
     held: dict[str, int] = field(default_factory=dict)
     leases: dict[str, int] = field(default_factory=dict)
+    # ``Troth(default_timeout=...)``: the deadline of executions started without one.
+    default_timeout: timedelta | None = None
     # Set when the worker stops: no durable call starts and every wait ends (see
     # ``Execution.refuse`` and ``Execution.pause``).
     stopping: asyncio.Event = field(default_factory=asyncio.Event)

@@ -1,45 +1,85 @@
-"""Per-call options: the keyword arguments every durable call accepts besides the function's.
+"""Per-call options, given through one channel that never touches the function's arguments.
 
-``ctx.run(f, x, timeout=timedelta(seconds=30), retry=Linear())`` passes ``x`` to ``f`` and
-the options to the SDK. The option names below are therefore reserved: a function with a
-parameter of one of these names must receive it positionally.
+``ctx.run(fetch, url, timeout=5)`` passes ``timeout=5`` to ``fetch``: every argument after
+the function is the function's. Options go through ``options(...)``::
+
+    await ctx.options(timeout=timedelta(seconds=30), retry=Linear()).run(fetch, url)
+    app.options(target="payments").rpc("pay-7", charge, "acct", 100)
+
+so no keyword name is reserved, and the function's signature types the call.
+
+Deadlines are explicit. An execution has no deadline unless one is given: by the call's
+``timeout`` option, by ``@app.register(timeout=...)``, or by ``Troth(default_timeout=...)``,
+in that order; a child's deadline never passes its parent's. Each promise records where its
+deadline came from (``troth:deadline``), so a ``TimedOutError`` says which one fired.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from enum import StrEnum
 
+from troth.protocol.records import MAX_MILLIS
 from troth.sdk.retry import RetryPolicy
 
-OPTION_NAMES = frozenset(
-    {"options", "timeout", "retry", "non_retryable", "target", "version", "id", "tags"}
-)
+DEADLINE_TAG = "troth:deadline"
+"""Where a promise's deadline came from: a ``DeadlineSource`` value."""
 
-DEFAULT_TIMEOUT = timedelta(days=1)
+NO_DEADLINE = MAX_MILLIS
+"""The ``timeoutAt`` of a promise without a deadline: the largest instant the protocol
+carries (the year 287396)."""
+
+
+class DeadlineSource(StrEnum):
+    OPTION = "option"  # the call's ``timeout`` option
+    REGISTER = "register"  # ``@app.register(timeout=...)``
+    APP = "app"  # ``Troth(default_timeout=...)``
+    PARENT = "parent"  # the calling execution's own deadline, which a child cannot pass
 
 
 @dataclass(frozen=True)
 class Options:
+    """How to make one durable call; every field is optional.
+
+    - ``timeout``: the call's deadline, from now (a ``timedelta``, or seconds);
+    - ``retry`` / ``non_retryable``: the retry policy of a local step, and the error types
+      it never retries;
+    - ``target``: the worker group (or full address) an rpc goes to;
+    - ``version``: the registered version of the function to run;
+    - ``id``: the promise's id, instead of the next position in the caller's history;
+    - ``tags``: extra tags on the call's promise.
+    """
+
     timeout: timedelta | None = None
     retry: RetryPolicy | None = None
     non_retryable: tuple[type[BaseException], ...] = ()
     target: str | None = None
     version: int | None = None
     id: str | None = None
-    tags: dict[str, str] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
-def split_options(kwargs: dict[str, Any]) -> tuple[Options, dict[str, Any]]:
-    """The SDK's options and the function's own keyword arguments, apart."""
-    opts = kwargs.pop("options", None) or Options()
-    given = {name: kwargs.pop(name) for name in list(kwargs) if name in OPTION_NAMES}
-    if "timeout" in given:
-        given["timeout"] = as_timedelta(given["timeout"])
-    if "non_retryable" in given:
-        given["non_retryable"] = tuple(given["non_retryable"])
-    return (replace(opts, **given) if given else opts), kwargs
+def options(
+    timeout: timedelta | float | None = None,
+    retry: RetryPolicy | None = None,
+    non_retryable: tuple[type[BaseException], ...] | list[type[BaseException]] = (),
+    target: str | None = None,
+    version: int | None = None,
+    id: str | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> Options:
+    """``Options`` with a timeout given as seconds accepted too."""
+    return Options(
+        timeout=as_timedelta(timeout),
+        retry=retry,
+        non_retryable=tuple(non_retryable),
+        target=target,
+        version=version,
+        id=id,
+        tags=dict(tags or {}),
+    )
 
 
 def as_timedelta(value: timedelta | float | None) -> timedelta | None:
@@ -47,13 +87,28 @@ def as_timedelta(value: timedelta | float | None) -> timedelta | None:
     return timedelta(seconds=value) if isinstance(value, int | float) else value
 
 
-def deadline(now_ms: int, timeout: timedelta | None, cap: int | None = None) -> int:
-    """The absolute ``timeoutAt`` for a call: now + timeout, never past ``cap``."""
-    if timeout is None:
-        at = cap if cap is not None else now_ms + _ms(DEFAULT_TIMEOUT)
-    else:
-        at = now_ms + _ms(timeout)
-    return min(at, cap) if cap is not None else at
+def deadline(
+    now_ms: int,
+    choices: list[tuple[timedelta | None, DeadlineSource]],
+    cap: int | None = None,
+) -> tuple[int, DeadlineSource | None]:
+    """The absolute ``timeoutAt`` of a call and where it came from.
+
+    ``choices`` in order of precedence; the first that is given wins. Without one the call
+    has no deadline (``NO_DEADLINE``, source None). ``cap`` is the parent's deadline.
+    """
+    at, source = NO_DEADLINE, None
+    for timeout, given in choices:
+        if timeout is not None:
+            at, source = min(now_ms + _ms(timeout), NO_DEADLINE), given
+            break
+    if cap is not None and cap < at:
+        at, source = cap, DeadlineSource.PARENT
+    return at, source
+
+
+def deadline_tags(source: DeadlineSource | None) -> dict[str, str]:
+    return {DEADLINE_TAG: source.value} if source is not None else {}
 
 
 def _ms(delta: timedelta) -> int:

@@ -40,7 +40,6 @@ from typing import Any
 from troth.protocol.ids import child_id, descends
 from troth.sdk import errors
 from troth.sdk.codec import Codec
-from troth.sdk.options import split_options
 from troth.sdk.registry import function_name, invocation_data, takes_context
 from troth.sdk.replay import ARGS_TAG, STEP_TAG, digest
 
@@ -142,15 +141,16 @@ class Replay:
         self.children: list[tuple[str, Callable[..., Any], Any, dict[str, Any]]] = []
         self._seq = 0
 
-    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Answer:
-        _, kwargs = split_options(kwargs)
+    def options(self, **_: Any) -> Replay:
+        return self  # options do not change which call is recorded where
+
+    def run(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Answer:
         id = self._call("run", function_name(fn), digest(args, kwargs))
         if takes_context(fn) and fn not in LEAVES:  # leaves: judged by their ledger
             self.children.append((id, fn, args, kwargs))
         return Answer(self.result, id)
 
-    def rpc(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Answer:
-        _, kwargs = split_options(kwargs)
+    def rpc(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Answer:
         # As the SDK does, before the call takes a position: the invocation must be storable.
         self.codec.encode(invocation_data(function_name(fn), 1, args, kwargs))
         id = self._call("rpc", function_name(fn), digest(args, kwargs))

@@ -201,9 +201,9 @@ async def approve(ctx: Context, n: int) -> str:
 
 async def retrying(ctx: Context, n: int) -> str:
     entered(ctx)
-    ok = await ctx.run(flaky, n, retry=Constant(0.5, max_attempts=4))
+    ok = await ctx.options(retry=Constant(0.5, max_attempts=4)).run(flaky, n)
     try:
-        await ctx.run(doomed, retry=Constant(0.3, max_attempts=3))
+        await ctx.options(retry=Constant(0.3, max_attempts=3)).run(doomed)
     except ValueError as e:
         return f"{ok} then {e}"
     return f"{ok} then no error"
