@@ -6,17 +6,14 @@
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
 from troth import Troth
 
 
 def make_app(**kwargs) -> Troth:
-    url = os.environ.get("TROTH_URL")
-    if url:
-        return Troth(url=url, group=os.environ.get("TROTH_GROUP", "default"), **kwargs)
-    return Troth(db=os.environ.get("TROTH_DB", "troth.db"), **kwargs)
+    # Troth() reads TROTH_URL, TROTH_GROUP and TROTH_DB itself.
+    return Troth(**kwargs)
 
 
 SHORT_LEASE = timedelta(seconds=2)

@@ -1,17 +1,16 @@
-"""troth: Distributed Async Await for Python."""
+"""troth: Distributed Async Await for Python.
 
-from typing import Any
+The public API is what this package exports: the app (``Troth``), the context of a
+durable function (``Context``), handles and futures, ``Options``, the retry policies and
+the error types. Everything under ``troth.sdk``, ``troth.server``, ``troth.engine`` and
+``troth.storage`` is internal and may change; ``troth.testing`` (virtual time) and
+``troth.protocol`` (the wire records) are public too.
+"""
+
+from troth import sdk as _sdk
+from troth.sdk import *  # noqa: F403 (the SDK's curated public names, listed in its __all__)
 
 __version__ = "0.1.0"
 
-__all__ = ["Context", "Troth"]
-
-
-def __getattr__(name: str) -> Any:
-    # The SDK's public names, imported on first use so that the server (which imports
-    # ``troth.protocol`` and friends) does not load the SDK.
-    if name in __all__:
-        from troth import sdk
-
-        return getattr(sdk, name)
-    raise AttributeError(f"module 'troth' has no attribute {name!r}")
+__all__ = ["__version__"]
+__all__ += _sdk.__all__

@@ -80,6 +80,10 @@ def _parser() -> argparse.ArgumentParser:
     worker_help = "run a worker process for a troth app"
     worker = commands.add_parser("worker", help=worker_help, description=worker_help)
     worker.add_argument("app", metavar="MODULE:APP", help="the Troth app, e.g. shop:app")
+    worker.add_argument(
+        "--url", help="the server(s) to work for, comma-separated (env TROTH_URL; else embedded)"
+    )
+    worker.add_argument("--group", help="the worker group to serve (env TROTH_GROUP)")
     return parser
 
 
@@ -128,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "worker":
         from troth.sdk import worker_main
 
-        return worker_main(args.app)
+        return worker_main(args.app, url=args.url, group=args.group)
     try:
         config = config_from(args, dict(os.environ))
     except ValueError as e:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import timedelta
@@ -130,7 +131,7 @@ class Troth(Starts):
     def __init__(
         self,
         url: str | Sequence[str] | None = None,
-        group: str = "default",
+        group: str | None = None,
         db: str | None = None,
         *,
         pid: str | None = None,
@@ -146,13 +147,19 @@ class Troth(Starts):
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         default_timeout: timedelta | None = None,
     ) -> None:
+        # Unset arguments come from the environment, as every example and ``troth worker``
+        # set them: TROTH_URL (a server; else embedded), TROTH_GROUP, TROTH_DB, TROTH_TOKEN.
+        # A database given here means embedded mode, whatever TROTH_URL says.
+        env = os.environ
+        if url is None and db is None:
+            url = env.get("TROTH_URL") or None
         self.url = url
-        self.group = group
-        self.db = db
+        self.group = group or env.get("TROTH_GROUP") or "default"
+        self.db = db or env.get("TROTH_DB") or None
         self.pid = pid or new_pid()
         self.ttl_ms = round(ttl.total_seconds() * 1000)
         self.concurrency = concurrency
-        self.token = token
+        self.token = token if token is not None else env.get("TROTH_TOKEN")
         self.retry_timeout_ms = round(retry_timeout.total_seconds() * 1000)
         # Remote mode: how long a request that got no answer (or a 502/503/504) is retried
         # before the call fails with ``NetworkError`` (see ``troth.sdk.http``).
@@ -210,6 +217,14 @@ class Troth(Starts):
         return add(fn) if fn is not None else add  # type: ignore[arg-type]
 
     # -- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def mode(self) -> str:
+        """Where this app's executions live, in words: a server's URL(s), or a database file."""
+        if self.url is not None:
+            urls = self.url if isinstance(self.url, str) else ", ".join(self.url)
+            return f"server {urls}"
+        return f"embedded, database {os.path.abspath(self.db or DEFAULT_DB)}"
 
     @property
     def runtime(self) -> Runtime:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
 import signal
 import sys
 
@@ -33,24 +34,37 @@ async def serve(app: Troth) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with app:
-        logging.getLogger("troth.sdk").info(
-            "worker %s serving %s for group %r",
+        logging.getLogger(__name__).info(
+            "worker %s serving %s for group %r (%s)",
             app.pid,
             ", ".join(app.registry.names()) or "no functions",
             app.group,
+            app.mode,
         )
         await stop.wait()
 
 
-def worker_main(spec: str) -> int:
-    """Entry point for the CLI's ``worker`` command; returns the process exit code."""
+def worker_main(spec: str, url: str | None = None, group: str | None = None) -> int:
+    """Entry point for the CLI's ``worker`` command; returns the process exit code.
+
+    ``url`` and ``group`` (``--url``, ``--group``) win over what the app module chose: they
+    are set as TROTH_URL/TROTH_GROUP before it is imported (for an app built from the
+    environment) and on the app after."""
     if "" not in sys.path:
         sys.path.insert(0, "")  # import the user's module from the working directory
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if url is not None:
+        os.environ["TROTH_URL"] = url
+    if group is not None:
+        os.environ["TROTH_GROUP"] = group
     try:
         app = load_app(spec)
     except (ImportError, ValueError) as e:
         print(f"troth worker: {e}", file=sys.stderr)
         return 2
+    if url is not None:
+        app.url = url
+    if group is not None:
+        app.group = group
     asyncio.run(serve(app))
     return 0
