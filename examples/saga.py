@@ -13,8 +13,7 @@ import sys
 
 from _app import make_app
 
-from troth import Context
-from troth.sdk import Never
+from troth import Context, Never
 
 app = make_app()
 

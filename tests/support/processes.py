@@ -17,7 +17,7 @@ import asyncio, os, sys, time
 from datetime import timedelta
 from pathlib import Path
 from troth import Context, Troth
-from troth.sdk import Constant
+from troth import Constant
 
 LEDGER = Path(os.environ["LEDGER"])
 
