@@ -4,6 +4,7 @@
 #   scripts/pg-cluster.sh start   # create (first time) and start; print the database URL
 #   scripts/pg-cluster.sh url     # print the URL of the running cluster
 #   scripts/pg-cluster.sh stop    # stop the server and delete the cluster
+#   scripts/pg-cluster.sh down    # stop the server, keep the cluster (start brings it back)
 #
 # Typical use:  export TROTH_TEST_PG_URL="$(scripts/pg-cluster.sh start)"
 #
@@ -122,9 +123,18 @@ stop() {
     rm -rf "$DIR"
 }
 
+down() {
+    ensure_os_user
+    if [[ -f "$DATA/PG_VERSION" ]] && running; then
+        log "stopping (the cluster stays)"
+        as_owner "$BIN/pg_ctl" -D "$DATA" -m fast -w stop >&2
+    fi
+}
+
 case "${1:-}" in
     start) start ;;
     stop) stop ;;
+    down) down ;;
     url)
         ensure_os_user
         if ! running; then
@@ -134,7 +144,7 @@ case "${1:-}" in
         url
         ;;
     *)
-        echo "usage: $0 start|stop|url" >&2
+        echo "usage: $0 start|stop|down|url" >&2
         exit 2
         ;;
 esac

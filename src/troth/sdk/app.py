@@ -253,11 +253,14 @@ class Troth(Starts):
             )
         from troth.sdk.local import LocalNetwork
         from troth.storage.sqlite import SqliteService
+        from troth.storage.sqlite.liveness import FileInUseError
 
         path = self.db or DEFAULT_DB
         try:
-            self._service = SqliteService(path, retry_timeout=self.retry_timeout_ms)
-        except sqlite3.Error as e:
+            self._service = SqliteService(
+                path, retry_timeout=self.retry_timeout_ms, owner="embedded"
+            )
+        except (sqlite3.Error, FileInUseError) as e:
             raise ServerError("open", 500, f"cannot open the database {path!r}: {e}") from e
         return LocalNetwork(self._service, self.clock, self.group, self.pid)
 

@@ -21,6 +21,7 @@ import uvicorn
 from troth.server.app import App
 from troth.server.config import ServerConfig
 from troth.storage.service import Service
+from troth.storage.sqlite.liveness import FileInUseError
 
 log = logging.getLogger("troth.server")
 
@@ -57,7 +58,7 @@ def open_storage(config: ServerConfig) -> Service:
     if not is_postgres(config.db):
         from troth.storage.sqlite import SqliteService
 
-        return SqliteService(config.db, retry_timeout=config.tasks_retry_timeout)
+        return SqliteService(config.db, retry_timeout=config.tasks_retry_timeout, owner="server")
     from troth.storage.postgres import PostgresService
 
     return PostgresService(
@@ -74,7 +75,7 @@ def shown_db(db: str) -> str:
     params = conninfo_to_dict(db)
     if "password" in params:
         params["password"] = "***"
-    return make_conninfo(**params)
+    return make_conninfo("", **params)
 
 
 def uvicorn_config(app: Any, config: ServerConfig) -> uvicorn.Config:
@@ -88,7 +89,9 @@ def uvicorn_config(app: Any, config: ServerConfig) -> uvicorn.Config:
         access_log=False,
         log_config=None,
         log_level=config.log_level.lower(),
-        timeout_graceful_shutdown=config.shutdown_timeout / 1000,
+        # uvicorn annotates this `int`, but only hands it to asyncio.wait_for, which takes
+        # seconds as a float; a grace period in milliseconds is meant to keep its fraction.
+        timeout_graceful_shutdown=config.shutdown_timeout / 1000,  # type: ignore[arg-type]
         server_header=False,
     )
 
@@ -102,7 +105,12 @@ def run(config: ServerConfig) -> int:
     )
 
     async def main() -> int:
-        app = App(open_storage(config), config)
+        try:
+            storage = open_storage(config)
+        except FileInUseError as e:
+            log.error("troth serve: %s", e)
+            return 1
+        app = App(storage, config)
         server = _Server(uvicorn_config(app, config), app)
         log.info(
             "troth serving at %s (bind %s:%d, db %s, debug %s)",

@@ -33,6 +33,8 @@ from troth.storage.snapshot import snapshot
 
 T = TypeVar("T")
 
+CONNECTION_WAIT = 5.0  # seconds a request waits for a pooled connection before a 503
+
 # Due timeouts read per scan of the sweep, and fired at most per transaction.
 FIRE_RUN = 64
 
@@ -72,6 +74,11 @@ class PostgresService:
             max_size=pool_size,
             kwargs={"autocommit": True},
             configure=functools.partial(connection.configure, lock_timeout=lock_timeout),
+            # Checked before each use: after a database restart an idle connection is dead,
+            # and is replaced here rather than failing the request that draws it.
+            check=ConnectionPool.check_connection,
+            # A request waits this long (s) for a connection, then is answered 503.
+            timeout=CONNECTION_WAIT,
             name="troth-postgres",
             open=True,
         )

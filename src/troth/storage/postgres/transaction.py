@@ -23,7 +23,7 @@ from typing import TypeVar
 import psycopg
 from psycopg import errors
 from psycopg.pq import TransactionStatus
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from troth.storage.postgres.store import PostgresStore
 from troth.storage.service import Retriable
@@ -80,9 +80,20 @@ def transact(
     ``retries`` more times."""
     pause = _FIRST_PAUSE
     for tries in range(retries + 1):
+        conn: psycopg.Connection | None = None
         try:
             with pool.connection() as conn:
                 return attempt(conn, work, retry_timeout, write=write)
+        except PoolTimeout as error:
+            # No connection could be had (the database is down or restarting): nothing ran.
+            raise Retriable(f"the database is unreachable ({error})") from error
+        except psycopg.OperationalError as error:
+            if conn is not None and not (conn.closed or conn.broken):
+                raise
+            # The connection died under the request (a restart, a failover). Whether a
+            # commit in flight landed is unknown, but every request is safe to send again
+            # (creates are idempotent by id, task operations fenced by version).
+            raise Retriable(f"the database connection was lost ({error})") from error
         except RACES as error:
             if tries == retries:
                 raise Retriable(

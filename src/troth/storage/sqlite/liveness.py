@@ -17,9 +17,13 @@ process starting in that instant could see itself alone and take back tasks the 
 about to run. Every probe holds the database's write lock, so probes never overlap; and a
 process that is merely running never probes, it only keeps its shared lock.
 
-The one setup this cannot see through: a file served by ``troth serve`` whose server is
-down while its remote workers still hold tasks. An embedded app opened on that file alone
-would take those tasks back early. A file is either a server's or embedded apps', not both.
+A file is either one server's or embedded apps', never both at once: a second sidecar,
+``<db>.owner``, is held *exclusively* by ``troth serve`` and *shared* by embedded apps
+(``hold_owner``), so a second server, or an embedded app on a served file, or a server on a
+file embedded apps use, is refused at start with a message that says who holds it. Tools
+that only read (a CLI) take neither lock. The one setup this cannot see through: a file
+served by ``troth serve`` whose server is down while its remote workers still hold tasks;
+an embedded app opened on that file alone would take those tasks back early.
 """
 
 from __future__ import annotations
@@ -59,6 +63,39 @@ def hold_shared(path: str) -> int | None:
     except BaseException:
         os.close(fd)
         raise
+    return fd
+
+
+class FileInUseError(RuntimeError):
+    """The database file is owned in a way that excludes this process (see ``hold_owner``)."""
+
+
+def hold_owner(path: str, server: bool, who: str) -> int | None:
+    """Take ``<path>.owner``: exclusively for a server, shared for an embedded app.
+
+    ``who`` (a server's pid and address) is written into the file by a server, so that a
+    refused process can say who holds it. Raises ``FileInUseError`` when refused; None when
+    locks are not available here (no ``flock``, or an in-memory database).
+    """
+    if fcntl is None or path in ("", ":memory:"):
+        return None
+    fd = os.open(f"{path}.owner", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if server else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 512, 0).decode(errors="replace").strip()
+        os.close(fd)
+        if holder:
+            raise FileInUseError(f"{path} is served by {holder}; one server per file") from None
+        raise FileInUseError(
+            f"{path} is in use by embedded troth apps; a server needs the file to itself"
+        ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    if server:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, who.encode(), 0)
     return fd
 
 

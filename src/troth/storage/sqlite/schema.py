@@ -118,7 +118,17 @@ CREATE TABLE outbox (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# One row that ``SqliteService.ping`` rewrites after a write failed: reads keep working on a
+# full disk, so only a write can tell that writes work again (``GET /ready``).
+_V2 = """
+CREATE TABLE health (
+    id        INTEGER PRIMARY KEY CHECK (id = 1),
+    probed_at INTEGER NOT NULL
+);
+INSERT INTO health (id, probed_at) VALUES (1, 0);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2)
 
 # Children before parents, so references hold at every step of a reset.
 TABLES: tuple[str, ...] = (

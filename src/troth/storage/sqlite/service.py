@@ -50,6 +50,7 @@ class SqliteService:
         *,
         synchronous: str = "FULL",
         readers: int = 4,
+        owner: str | None = None,
     ) -> None:
         if retry_timeout <= 0:
             # A non-positive retry would re-arm a due retry at a due instant for ever.
@@ -57,12 +58,24 @@ class SqliteService:
         self.path = path
         self.retry_timeout = retry_timeout
         self._synchronous = synchronous
-        conn = schema.connect(path, synchronous=synchronous)
+        # ``owner``: "server" takes the file for itself, "embedded" shares it with other
+        # embedded apps, None (tests, read-only tools) takes no part (``liveness``).
+        self._owner = (
+            liveness.hold_owner(path, owner == "server", f"troth serve (pid {os.getpid()})")
+            if owner is not None
+            else None
+        )
+        try:
+            conn = schema.connect(path, synchronous=synchronous)
+        except BaseException:
+            self._release_owner()
+            raise
         try:
             schema.migrate(conn)
             self._lock = liveness.hold_shared(path)
         except BaseException:
             conn.close()
+            self._release_owner()
             raise
         self._changed = asyncio.Event()
         self._writer = Writer(conn, retry_timeout, self._committed)
@@ -134,9 +147,17 @@ class SqliteService:
         await self._write(lambda store: schema.clear(store.conn))
 
     async def ping(self) -> bool:
+        """Whether storage answers, and takes writes if the last write transaction failed."""
         try:
             await self._read(lambda store: store.conn.execute("SELECT 1").fetchone())
-        except sqlite3.Error:
+            if self._writer.failure is not None:
+                # Reads still work on a full disk: only a write tells whether writes do.
+                await self._write(
+                    lambda store: store.conn.execute(
+                        "UPDATE health SET probed_at = probed_at + 1"
+                    ).rowcount
+                )
+        except (sqlite3.Error, OSError):
             return False
         return True
 
@@ -153,6 +174,12 @@ class SqliteService:
         if self._lock is not None:
             os.close(self._lock)  # releases the lock: this process no longer uses the file
             self._lock = None
+        self._release_owner()
+
+    def _release_owner(self) -> None:
+        if self._owner is not None:
+            os.close(self._owner)
+            self._owner = None
 
     # -- several processes on one file --------------------------------------------------------
 

@@ -81,6 +81,8 @@ class Writer:
         # The thread that waits for the disk (COMMIT) and for other processes' locks.
         self.commit_thread = ThreadPoolExecutor(1, thread_name_prefix="troth-sqlite-commit")
         self.commits = 0  # write transactions committed; fewer than jobs under load
+        # Why the last transaction failed as a whole (I/O, disk full), until one commits.
+        self.failure: Exception | None = None
         self._closed = False
 
     def submit(self, work: Callable[[SqliteStore], T]) -> asyncio.Future[T]:
@@ -164,8 +166,10 @@ class Writer:
             for job in batch:
                 if not job.future.done():
                     job.future.set_exception(error)
+            self.failure = error
             return
         self.commits += 1
+        self.failure = None
         # Announce first, so a caller that sees its answer also sees the outbox signal.
         self._on_commit(enqueued)
         for job, ok, value in outcomes:
