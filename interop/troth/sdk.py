@@ -52,6 +52,23 @@ async def boom_group(ctx: Context, message: str) -> None:
     raise ExceptionGroup(message, [ValueError("first"), TypeError("second")])
 
 
+class PaymentDeclined(Exception):
+    """An error with a custom ``__init__``: a troth process that has the class (any process
+    running this script) rebuilds it with its attributes; TypeScript sees its name."""
+
+    def __init__(self, order: str, cents: int) -> None:
+        super().__init__(order, cents)
+        self.order = order
+        self.cents = cents
+
+    def __str__(self) -> str:
+        return f"declined {self.order} ({self.cents} cents)"
+
+
+async def declined(ctx: Context, order: str, cents: int) -> None:
+    raise PaymentDeclined(order, cents)
+
+
 async def nothing(ctx: Context) -> None:
     return None
 
@@ -76,7 +93,7 @@ async def catcher(ctx: Context, target: str, func: str, *args: Any) -> dict[str,
     return {"class": None, "value": value}
 
 
-FUNCTIONS = [callee, caller, echo, boom, boom_group, nothing, relay, catcher]
+FUNCTIONS = [callee, caller, echo, boom, boom_group, declined, nothing, relay, catcher]
 
 
 # --- modes ------------------------------------------------------------------------------

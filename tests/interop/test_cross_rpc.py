@@ -191,6 +191,33 @@ def test_a_troth_exception_group_reaches_typescript_as_an_aggregate_error(
     }
 
 
+def test_a_troth_custom_error_reaches_typescript_by_its_name_and_message(
+    ts: Sdk, troth: Sdk
+) -> None:
+    # troth's own fields in the error record (module, args, attrs) do not disturb TS.
+    py_group, ts_group = troth.unique("py"), ts.unique("ts-group")
+    troth.worker(py_group), ts.worker(ts_group)
+    run = ts.invoke(ts.unique("declined"), "catcher", ts_group, py_group, "declined", "o-1", 5)
+    assert with_both(run, ts, troth).result() == {
+        "isError": True,
+        "name": "PaymentDeclined",
+        "message": "declined o-1 (5 cents)",
+    }
+
+
+def test_a_troth_custom_error_reaches_a_troth_client_process_as_its_class(
+    ts: Sdk, troth: Sdk
+) -> None:
+    # The client process runs the same script, so it has the class: rebuilt with its
+    # attributes (its __str__ reads them), not a RemoteError.
+    py_group = troth.unique("py")
+    troth.worker(py_group)
+    run = with_both(
+        troth.invoke(troth.unique("declined"), "declined", py_group, "o-2", 7), ts, troth
+    )
+    assert error_of(run) == "PaymentDeclined: declined o-2 (7 cents)"
+
+
 def test_a_typescript_client_rpc_to_a_troth_function_that_raises_throws(
     ts: Sdk, troth: Sdk
 ) -> None:

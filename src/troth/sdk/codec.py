@@ -9,11 +9,13 @@ whole ``Value`` (it may add headers such as a key id). Decoding runs the same st
 Typed values: the wire holds plain JSON, so rich types come back through the type hints of
 the function that receives them (``convert``): dataclasses, msgspec structs and pydantic
 models round-trip when the signature says so. Exceptions are encoded as
-``{"__type": "error", "name", "message", "stack", "module"}``, the shape the TypeScript SDK
-also reads and writes (an exception group as its ``aggregate_error``, which adds ``errors``),
-and come back as the same exception type when it is loaded in this process, else as
-``RemoteError``; either way with the remote traceback text attached. A value with no
-``troth:codec`` header (what the official SDKs write) is read as JSON.
+``{"__type": "error", "name", "message", "stack"}``, the shape the TypeScript SDK also reads
+and writes (an exception group as its ``aggregate_error``, which adds ``errors``), plus
+fields only troth reads (``module``, ``args``, ``attrs``, ``cause``: see ``error_to_json``),
+and come back as the same exception class with the same attributes when its module is
+loaded in this process, else as ``RemoteError``; either way with the remote traceback text
+attached. A value with no ``troth:codec`` header (what the official SDKs write) is read as
+JSON.
 """
 
 from __future__ import annotations
@@ -315,28 +317,159 @@ _remembered_hints = functools.lru_cache(maxsize=1024)(_hints)
 
 
 def error_to_json(error: BaseException) -> dict[str, Any]:
+    """``error`` as a JSON-shaped record that ``error_from_json`` rebuilds.
+
+    The fields both SDKs read: ``__type`` (``error``, or ``aggregate_error`` for an exception
+    group, whose ``errors`` the TypeScript SDK reads as an ``AggregateError``'s), ``name``,
+    ``message``, ``stack``. troth adds fields the TypeScript SDK ignores: ``module`` (with
+    ``name``, where the class is found), ``args`` (left out when they are just the message),
+    ``attrs`` (the instance's attributes, and the C-level fields of built-in exceptions such
+    as ``OSError.filename``), ``arg_attrs`` (an attribute that *is* one of the args, by its
+    index, so a large value is not written twice) and ``cause`` (``__cause__``, recursively,
+    without a stack: the top-level ``stack`` already shows the whole chain).
+
+    An arg the codec cannot encode (or over ``_ERROR_PART_BYTES``) is written as its shortened
+    repr, so positions hold; such an attribute is left out: a part that cannot be written
+    never makes the whole error unwritable. Nesting (causes, members, errors held in args) is cut at
+    ``_ERROR_DEPTH``, which also ends a cycle.
+    """
+    return _error_record(error, 0, with_stack=True)
+
+
+def _error_record(error: BaseException, depth: int, *, with_stack: bool) -> dict[str, Any]:
+    if isinstance(error, RemoteError) and error.record is not None:
+        # Re-raised unchanged: pass on the error it stands for, so a process that has its
+        # class (or a TypeScript caller) sees the original; this traceback includes the note
+        # that carries the original one.
+        return {**error.record, "stack": _stack(error) if with_stack else ""}
     kind = type(error)
-    stack = "".join(traceback.format_exception(error))
-    if isinstance(error, BaseExceptionGroup):
-        # The TypeScript SDK's AggregateError shape: a TS caller gets an AggregateError.
-        return {
-            "__type": AGGREGATE_ERROR,
-            "name": kind.__qualname__,
-            "module": kind.__module__,
-            "message": error.message,
-            "stack": stack,
-            "errors": [error_to_json(e) for e in error.exceptions],
-        }
-    return {
+    record: dict[str, Any] = {
         "__type": "error",
         "name": kind.__qualname__,
         "module": kind.__module__,
-        "message": str(error),
-        "stack": stack,
+        "message": _message(error),
+        "stack": _stack(error) if with_stack else "",
     }
+    deeper = depth + 1
+    if isinstance(error, BaseExceptionGroup):
+        record["__type"] = AGGREGATE_ERROR
+        record["message"] = error.message  # as a TypeScript AggregateError's message
+        if deeper < _ERROR_DEPTH:
+            record["errors"] = [_error_record(e, deeper, with_stack=True) for e in error.exceptions]
+        else:
+            record["errors"] = []
+    if deeper >= _ERROR_DEPTH:
+        return record
+
+    def hook(obj: Any) -> Any:
+        if isinstance(obj, BaseException):
+            return _error_record(obj, deeper, with_stack=True)
+        return _enc_hook(obj)
+
+    written: list[bool] = []  # which args the record carries as they are
+    first = error.args[0] if len(error.args) == 1 else None
+    if isinstance(first, str) and first == record["message"]:
+        written = [True]  # the args are just the message: the record's ``message``
+    elif not isinstance(error, BaseExceptionGroup):  # a group's args are message and members
+        args: list[Any] = []
+        for arg in error.args:
+            ok, value = _json_part(arg, hook)
+            args.append(value if ok else _short_repr(arg))
+            written.append(ok)
+        record["args"] = args
+    attrs: dict[str, Any] = {}
+    arg_attrs: dict[str, int] = {}
+    for key, value in _attributes(error):
+        index = next((i for i, ok in enumerate(written) if ok and error.args[i] is value), None)
+        if index is not None:
+            arg_attrs[key] = index
+            continue
+        ok, encoded = _json_part(value, hook)
+        if ok:
+            attrs[key] = encoded
+    if attrs:
+        record["attrs"] = attrs
+    if arg_attrs:
+        record["arg_attrs"] = arg_attrs
+    if error.__cause__ is not None:
+        record["cause"] = _error_record(error.__cause__, deeper, with_stack=False)
+    return record
 
 
 AGGREGATE_ERROR = "aggregate_error"
+
+_ERROR_DEPTH = 10
+"""How deep errors nest in one record (causes, group members, errors held in args)."""
+
+_ERROR_PART_BYTES = 64 * 1024
+"""The largest arg or attribute an error record carries: an error holding a large value (a
+response body, a batch) is still recorded, as its class and message, not refused as over the
+payload limit and cut down to a short record that loses its class."""
+
+_REMOTE_NOTE = "raised remotely:"
+
+
+def _stack(error: BaseException) -> str:
+    return "".join(traceback.format_exception(error))
+
+
+def _message(error: BaseException) -> str:
+    try:
+        return str(error)
+    except Exception:  # a broken __str__ must not make the error unrecordable
+        return f"<{type(error).__qualname__}: str() failed>"
+
+
+def _short_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__qualname__}: repr() failed>"
+    return text if len(text) <= 1000 else text[:1000] + "..."
+
+
+def _json_part(value: Any, hook: Callable[[Any], Any]) -> tuple[bool, Any]:
+    """``(True, value as plain JSON)``; ``(False, None)`` when the codec cannot encode it or
+    it encodes to more than ``_ERROR_PART_BYTES``."""
+    try:
+        raw = msgspec.json.encode(value, enc_hook=hook)
+    except Exception:  # NotImplementedError from the hook, msgspec's own, RecursionError
+        return False, None
+    if len(raw) > _ERROR_PART_BYTES:
+        return False, None
+    return True, msgspec.json.decode(raw)
+
+
+def _attributes(error: BaseException) -> list[tuple[str, Any]]:
+    """What an exception carries beyond its args: its instance attributes (but not its
+    ``remote_traceback``, which is the stack, nor the notes troth added) and the set C-level
+    fields of built-in exception classes (``errno``, ``filename``, ``name``, ...)."""
+    found: list[tuple[str, Any]] = []
+    for key, value in vars(error).items():
+        if key == "__notes__" and isinstance(value, list):
+            value = [n for n in value if not (isinstance(n, str) and n.startswith(_REMOTE_NOTE))]
+            if value:
+                found.append((key, value))
+        elif isinstance(key, str) and not key.startswith("__") and key != "remote_traceback":
+            found.append((key, value))
+    for key in _builtin_fields(type(error)):
+        value = getattr(error, key, None)
+        if value is not None:
+            found.append((key, value))
+    return found
+
+
+@functools.cache
+def _builtin_fields(kind: type) -> frozenset[str]:
+    """The C-level fields that built-in exception classes in ``kind``'s MRO define (a group's
+    ``message`` and ``exceptions`` are its own fields of the record)."""
+    return frozenset(
+        name
+        for base in kind.__mro__
+        if base.__module__ == "builtins" and not issubclass(base, BaseExceptionGroup)
+        for name, member in vars(base).items()
+        if isinstance(member, types.MemberDescriptorType) and not name.startswith("__")
+    )
 
 
 def encode_error(codec: Codec, error: BaseException) -> Value:
@@ -360,37 +493,120 @@ def is_error_json(obj: Any) -> bool:
 def _loaded_exception_type(module: Any, name: Any) -> type[Exception] | None:
     """The exception class ``module.name`` if that module is already imported.
 
-    Nothing is imported on behalf of data read from the server.
+    Nothing is imported on behalf of data read from the server: importing a module runs its
+    code, and the module name comes from a promise anyone with access to the server can
+    write, so honouring it would let that data choose code to run in every worker that reads
+    it. The modules that matter are loaded anyway: a registered function's module (the
+    function object exists), whatever it imports, and the module of any class the awaiting
+    code names in an ``except`` clause. The case left out — a class whose module no code in
+    this process has imported yet, such as a library a step imports lazily and a resumed
+    worker did not run again — arrives as ``RemoteError``, whose ``type_name`` says what it
+    was; a process that needs the class imports its module at start.
+
+    Only ``Exception`` subclasses (and ``BaseExceptionGroup``, which is rebuilt as an
+    ``ExceptionGroup`` of rebuilt members) are returned: control signals such as
+    ``Suspended`` or ``KeyboardInterrupt`` must never be raised because data said so.
     """
     if not isinstance(module, str) or not isinstance(name, str):
         return None
     found: Any = sys.modules.get(module)
     for part in name.split("."):
         found = getattr(found, part, None)
-    if isinstance(found, type) and issubclass(found, Exception):
-        return found
+    if isinstance(found, type) and (issubclass(found, Exception) or found is BaseExceptionGroup):
+        return found  # type: ignore[return-value]
     return None
 
 
 def error_from_json(obj: dict[str, Any]) -> Exception:
+    """The exception ``obj`` (an ``error_to_json`` record, or the TypeScript SDK's) records.
+
+    When its class is loaded here (``_loaded_exception_type``) it is rebuilt the way pickle
+    rebuilds an object without calling its constructor: ``cls.__new__(cls, *args)``, then the
+    recorded attributes into its ``__dict__`` — so a custom ``__init__`` with another
+    signature, or side effects, is never called with the wrong arguments. Only a built-in
+    ``__init__`` (which just parses args into the exception's C-level fields) is called.
+    Then ``__cause__``, recursively. Otherwise, or when that fails, it is a ``RemoteError``
+    named ``module.qualname`` with the recorded attributes. Either way the remote traceback
+    text is its ``remote_traceback`` and a note.
+    """
+    return _error_from_record(obj, 0)
+
+
+def _error_from_record(obj: dict[str, Any], depth: int) -> Exception:
     name = str(obj.get("name") or "Error")
+    module = obj.get("module")
     message = str(obj.get("message") or "")
     stack = obj.get("stack") if isinstance(obj.get("stack"), str) else None
-    error: Exception | None = None
-    kind = _loaded_exception_type(obj.get("module"), obj.get("name"))
+    deeper = depth + 1
+
+    def part(value: Any) -> Any:
+        return _error_from_record(value, deeper) if is_error_json(value) else value
+
+    follow = deeper < _ERROR_DEPTH
     raw = obj.get("errors")
-    errors = [error_from_json(e) if is_error_json(e) else e for e in raw or ()]
     group = obj.get("__type") == AGGREGATE_ERROR and isinstance(raw, list)
-    if kind is not None:
-        try:
-            error = kind(message, errors) if issubclass(kind, BaseExceptionGroup) else kind(message)
-        except Exception:
-            error = None
+    errors = [part(e) for e in raw] if group and follow else []
+    raw_args = obj.get("args")
+    args = tuple(part(a) for a in raw_args) if isinstance(raw_args, list) and follow else (message,)
+    attributes: dict[str, Any] = {}
+    if follow and isinstance(obj.get("attrs"), dict):
+        attributes = {
+            k: part(v) for k, v in obj["attrs"].items() if isinstance(k, str) and k[:2] != "__"
+        }
+        notes = obj["attrs"].get("__notes__")
+        if isinstance(notes, list):
+            attributes["__notes__"] = [str(n) for n in notes]
+    if follow and isinstance(obj.get("arg_attrs"), dict):
+        for key, index in obj["arg_attrs"].items():
+            if isinstance(index, int) and 0 <= index < len(args):
+                attributes[key] = args[index]
+    kind = _loaded_exception_type(module, name)
+    error = _rebuilt(kind, message, args, errors, attributes) if kind is not None else None
     if error is None:
-        error = RemoteError(name, message, stack, errors if group else None)
+        type_name = f"{module}.{name}" if isinstance(module, str) and module else name
+        record = {k: v for k, v in obj.items() if k != "stack"}
+        error = RemoteError(
+            type_name, message, stack, errors if group else None,
+            attributes=attributes, record=record,
+        )  # fmt: skip
+    cause = obj.get("cause")
+    if follow and is_error_json(cause):
+        error.__cause__ = _error_from_record(cause, deeper)
     error.remote_traceback = stack  # type: ignore[attr-defined]
     if stack:
-        error.add_note(f"raised remotely:\n{stack.rstrip()}")
+        error.add_note(f"{_REMOTE_NOTE}\n{stack.rstrip()}")
+    return error
+
+
+def _rebuilt(
+    kind: type[Exception],
+    message: str,
+    args: tuple[Any, ...],
+    members: list[Any],
+    attributes: dict[str, Any],
+) -> Exception | None:
+    """An instance of ``kind`` with ``args`` and ``attributes``, built without its
+    ``__init__`` unless that is a built-in one; None when ``kind`` refuses them."""
+    if issubclass(kind, BaseExceptionGroup):
+        args = (message, members)
+    try:
+        error = kind.__new__(kind, *args)
+        if isinstance(kind.__init__, types.WrapperDescriptorType):
+            error.__init__(*args)
+        error.args = args
+    except Exception:
+        return None
+    if not isinstance(error, Exception):
+        return None
+    fields = _builtin_fields(type(error))
+    for key, value in attributes.items():
+        if key not in fields:
+            error.__dict__[key] = value
+            continue
+        try:
+            setattr(error, key, value)
+        except (TypeError, ValueError, AttributeError):
+            continue  # a field of another type than recorded: keep what __init__ made
     return error
 
 

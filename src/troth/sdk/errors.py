@@ -57,11 +57,15 @@ class CanceledError(TrothError):
 
 
 class RemoteError(TrothError):
-    """A failure recorded by another execution whose exception type cannot be rebuilt here.
+    """A failure recorded by another execution whose exception type cannot be rebuilt here:
+    a TypeScript error, or a Python class whose module this process has not imported.
 
-    Carries what the failing side recorded: the exception's type name, its message, and
-    its traceback text; for an aggregate (a TypeScript ``AggregateError``, an
-    ``ExceptionGroup`` that cannot be rebuilt here) also its ``errors``, each decoded.
+    Carries what the failing side recorded: ``type_name`` (``module.qualname`` for a Python
+    class, the ``name`` alone for a TypeScript error), its message, its traceback text, the
+    exception's ``attributes`` (decoded as plain JSON) and, for an aggregate (a TypeScript
+    ``AggregateError``, an ``ExceptionGroup`` that cannot be rebuilt here), its ``errors``,
+    each decoded. ``record`` is the error record it was read from: raised again, it is
+    written as that record, so a process where the class is loaded still rebuilds it.
     """
 
     def __init__(
@@ -70,12 +74,17 @@ class RemoteError(TrothError):
         message: str,
         traceback: str | None = None,
         errors: list[Any] | None = None,
+        *,
+        attributes: dict[str, Any] | None = None,
+        record: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(f"{type_name}: {message}" if type_name else message)
         self.type_name = type_name
         self.message = message
         self.remote_traceback = traceback
         self.errors: list[Any] = errors or []
+        self.attributes: dict[str, Any] = attributes or {}
+        self.record = record
 
 
 class FunctionNotFoundError(TrothError):
