@@ -4,6 +4,15 @@ The environment fires a timeout once its deadline is due; the transitions themse
 not re-check the deadline, as in Lean. ``fire`` adds troth's stale-obligation rule
 (docs/semantics.md, debug.tick): an entry its transition left in place unchanged is
 dropped, so a due entry can never fire twice and a sweep always ends.
+
+A schedule's catch-up is the one transition whose work Lean leaves unbounded (a server
+down for a month owes a per-second cron millions of occurrences), so troth runs it in
+chunks (``CatchUp``): one firing creates at most ``chunk`` occurrences, in order, and
+re-arms the schedule's timeout at its next missed occurrence, which is still due, so the
+sweep fires it again in its place in the firing order. Each chunk commits on its own and
+the server answers requests in between. Creating an occurrence writes only its own
+promise, task, timeouts and message (or nothing, when the id exists), so the chunks end
+in the state Lean's one-shot ``catchUp`` reaches (docs/semantics.md, "Schedule catch-up").
 """
 
 from __future__ import annotations
@@ -21,6 +30,32 @@ from troth.protocol.cron import expand, next_cron
 from troth.protocol.records import TARGET, PromiseState, Schedule, TaskState
 from troth.protocol.requests import PromiseCreateRequest
 from troth.protocol.responses import execute_message
+
+# Occurrences one schedule firing creates at most: a few milliseconds of work.
+CATCH_UP_CHUNK = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class CatchUp:
+    """How a schedule catches up on occurrences missed while no one fired its timeout.
+
+    ``window`` (ms): an occurrence more than ``window`` ms older than the firing that
+    reaches it is skipped, not created; None creates every missed occurrence (Lean, the
+    default). ``chunk``: the occurrences one firing creates at most; it changes how the
+    work is split, never the state it ends in.
+    """
+
+    window: int | None = None
+    chunk: int = CATCH_UP_CHUNK
+
+    def __post_init__(self) -> None:
+        if self.window is not None and self.window < 0:
+            raise ValueError("the catch-up window must be >= 0 ms")
+        if self.chunk < 1:
+            raise ValueError("the catch-up chunk must be >= 1")
+
+
+LEAN = CatchUp()
 
 
 def on_promise_timeout(store: Store, id: str, now: int) -> None:
@@ -59,21 +94,37 @@ def _send_execute(store: Store, id: str, version: int) -> None:
         store.set_message(promise.tags.get(TARGET, ""), execute_message(id, version))
 
 
-def on_schedule_timeout(store: Store, id: str, now: int) -> None:
-    """Create every occurrence due by ``now`` and arm the next one."""
+def on_schedule_timeout(store: Store, id: str, now: int, policy: CatchUp = LEAN) -> None:
+    """Create the occurrences due by ``now`` (a chunk of them at most) and arm the next one:
+    the next future occurrence, or, with a chunk's worth created, the next missed one."""
     schedule = store.get_schedule(id)
     if schedule is None:
         return
-    schedule = catch_up(store, schedule, now)
+    schedule = skip_missed(schedule, now, policy.window)
+    schedule = catch_up(store, schedule, now, policy.chunk)
     store.set_schedule(schedule)
     store.del_schedule_timeout(schedule.id)
     store.set_schedule_timeout(schedule.id, schedule.next_run_at)
 
 
-def catch_up(store: Store, schedule: Schedule, now: int) -> Schedule:
-    """Create each missed occurrence as of its own instant, so a server that was down
-    creates exactly the promises it would have created had it been up."""
-    while schedule.next_run_at <= now:
+def skip_missed(schedule: Schedule, now: int, window: int | None) -> Schedule:
+    """Move past the occurrences more than ``window`` ms before ``now``, creating none.
+
+    ``lastRunAt`` stays the last occurrence created. One cron evaluation, however many
+    occurrences are skipped.
+    """
+    if window is None or schedule.next_run_at >= now - window:
+        return schedule
+    # The first occurrence at or after now - window (next_cron is strictly after).
+    return replace(schedule, next_run_at=next_cron(schedule.cron, now - window - 1))
+
+
+def catch_up(store: Store, schedule: Schedule, now: int, limit: int) -> Schedule:
+    """Create the missed occurrences (``limit`` at most), each as of its own instant, so a
+    server that was down creates exactly the promises it would have created had it been up."""
+    for _ in range(limit):
+        if schedule.next_run_at > now:
+            break
         at = schedule.next_run_at
         occurrence = PromiseCreateRequest(
             id=expand(schedule.promise_id, schedule.id, at),
@@ -90,13 +141,16 @@ TRANSITIONS: dict[TimeoutKind, Callable[[Store, str, int], None]] = {
     TimeoutKind.PROMISE: on_promise_timeout,
     TimeoutKind.TASK_RETRY: on_task_retry_timeout,
     TimeoutKind.TASK_LEASE: on_task_lease_timeout,
-    TimeoutKind.SCHEDULE: on_schedule_timeout,
 }
 
 
-def fire(store: Store, timeout: Timeout, now: int) -> None:
-    """Run the transition of one due timeout at ``now``."""
-    TRANSITIONS[timeout.kind](store, timeout.id, now)
+def fire(store: Store, timeout: Timeout, now: int, policy: CatchUp = LEAN) -> None:
+    """Run the transition of one due timeout at ``now``; a schedule's catches up by
+    ``policy``."""
+    if timeout.kind == TimeoutKind.SCHEDULE:
+        on_schedule_timeout(store, timeout.id, now, policy)
+    else:
+        TRANSITIONS[timeout.kind](store, timeout.id, now)
     if store.is_armed(timeout):
         # The transition did not consume its own obligation (its object had moved on):
         # the entry is stale, and left in place it would fire for ever.

@@ -52,6 +52,11 @@ class ServerConfig:
     timeouts_max_sleep: int = _setting(
         1000, "ms the timeouts loop sleeps at most before looking for deadlines again"
     )
+    schedule_catchup_window: int = _setting(
+        0,
+        "ms a missed schedule occurrence may be late and still be created; one later"
+        " than that is skipped (0: none skipped, every missed occurrence is created, as in Lean)",
+    )
 
     pg_pool_size: int = _setting(10, "PostgreSQL connections per server (with a postgresql:// db)")
 

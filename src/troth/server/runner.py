@@ -18,6 +18,7 @@ from typing import Any
 
 import uvicorn
 
+from troth.engine.timeouts import CatchUp
 from troth.server.app import App
 from troth.server.config import ServerConfig
 from troth.storage.service import Service
@@ -55,14 +56,23 @@ def is_postgres(db: str) -> bool:
 def open_storage(config: ServerConfig) -> Service:
     """PostgreSQL for a ``postgres(ql)://`` URL (several servers may share it), else the
     SQLite file ``config.db`` (one server owns it)."""
+    catch_up = CatchUp(window=config.schedule_catchup_window or None)
     if not is_postgres(config.db):
         from troth.storage.sqlite import SqliteService
 
-        return SqliteService(config.db, retry_timeout=config.tasks_retry_timeout, owner="server")
+        return SqliteService(
+            config.db,
+            retry_timeout=config.tasks_retry_timeout,
+            owner="server",
+            catch_up=catch_up,
+        )
     from troth.storage.postgres import PostgresService
 
     return PostgresService(
-        config.db, retry_timeout=config.tasks_retry_timeout, pool_size=config.pg_pool_size
+        config.db,
+        retry_timeout=config.tasks_retry_timeout,
+        pool_size=config.pg_pool_size,
+        catch_up=catch_up,
     )
 
 

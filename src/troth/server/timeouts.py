@@ -10,6 +10,11 @@ to look again, because the request may have armed a deadline earlier than the on
 towards. Pokes are coalesced, so a busy server reads the deadline a few dozen times a second,
 not once per request. ``debug.start`` pauses the loop; deadlines then fire only through
 ``debug.tick``.
+
+However large the backlog (a schedule owing millions of occurrences), ``fire_due`` works
+through it in short transactions of bounded work and yields between them (a schedule
+catches up a chunk per firing: docs/semantics.md, "Schedule catch-up"), so requests, health
+checks and shutdown are served meanwhile; cancelling the loop stops it between two.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from troth.engine import READ_ONLY, Timeout, handle
+from troth.engine.timeouts import LEAN, CatchUp
 from troth.protocol.envelope import Request
 from troth.protocol.responses import Reply, Snapshot
 from troth.storage.postgres import connection, outbox, schema
@@ -46,7 +47,8 @@ class PostgresService:
     (and as many worker threads) serve requests; one more listens for other servers'
     outbox notifications once ``outbox_changed`` is first asked for. A transaction aborted
     by a concurrent one is retried up to ``retries`` times; ``lock_timeout`` (ms) bounds a
-    wait for an object lock.
+    wait for an object lock. ``catch_up`` is how schedules catch up on missed occurrences
+    (``troth.engine.timeouts.CatchUp``).
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class PostgresService:
         pool_size: int = 10,
         retries: int = 8,
         lock_timeout: int = 5000,
+        catch_up: CatchUp = LEAN,
     ) -> None:
         if retry_timeout <= 0:
             # A non-positive retry would re-arm a due retry at a due instant for ever.
@@ -66,6 +69,7 @@ class PostgresService:
         self.url = url
         self.retry_timeout = retry_timeout
         self.retries = retries
+        self.catch_up = catch_up
         with connection.connect(url) as conn:
             schema.migrate(conn)
         self._pool = ConnectionPool(
@@ -94,7 +98,8 @@ class PostgresService:
         return await self._transact(work, write=request.kind not in READ_ONLY)
 
     async def fire_due(self, now: int) -> int:
-        """Fire due timeouts in firing order until none is due at ``now`` (``sweep``).
+        """Fire due timeouts in firing order until none is due at ``now`` (``sweep``), in
+        transactions of bounded work (``FIRE_RUN`` timeouts, one schedule catch-up chunk).
 
         When every due timeout is held by another transaction, the sweep waits for the
         first of them, so it returns only when nothing is due. A transition that raises
@@ -181,7 +186,8 @@ class PostgresService:
 
     async def _fire(self, due: list[Timeout], now: int, *, wait: bool) -> Run:
         return await self._transact(
-            functools.partial(fire_run, due=due, now=now, wait=wait), write=True
+            functools.partial(fire_run, due=due, now=now, wait=wait, policy=self.catch_up),
+            write=True,
         )
 
     def _heard(self) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from troth.engine import Timeout, fire
+from troth.engine.timeouts import LEAN, CatchUp
 from troth.storage.postgres.store import PostgresStore
 
 
@@ -24,9 +25,13 @@ class Run(NamedTuple):
     progressed: bool  # False when every timeout of the run was held by someone else
 
 
-def fire_run(store: PostgresStore, due: list[Timeout], now: int, *, wait: bool) -> Run:
+def fire_run(
+    store: PostgresStore, due: list[Timeout], now: int, *, wait: bool, policy: CatchUp = LEAN
+) -> Run:
     """Fire what can be claimed of ``due`` (in order) at ``now``; with ``wait``, wait for
-    each object's lock instead of skipping it."""
+    each object's lock instead of skipping it. A schedule catches up by ``policy``, a chunk
+    per firing; a chunk that leaves occurrences missed re-arms a due deadline, which ends
+    the run, so one transaction creates at most one chunk."""
     fired = 0
     progressed = False
     for timeout in due:
@@ -36,7 +41,7 @@ def fire_run(store: PostgresStore, due: list[Timeout], now: int, *, wait: bool) 
         progressed = True
         if not claimed:
             continue
-        fire(store, timeout, now)
+        fire(store, timeout, now, policy)
         fired += 1
         if store.earliest_armed is not None and store.earliest_armed <= now:
             break

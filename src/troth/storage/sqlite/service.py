@@ -16,11 +16,13 @@ import asyncio
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from troth.engine import READ_ONLY, fire, handle
+from troth.engine.timeouts import LEAN, CatchUp
 from troth.protocol.envelope import Request
 from troth.protocol.responses import Reply, Snapshot
 from troth.storage.service import Delivery
@@ -31,8 +33,11 @@ from troth.storage.sqlite.writer import Writer
 
 T = TypeVar("T")
 
-# Timeouts fired per write job: each in its own savepoint, the batch in one commit.
+# Timeouts fired per write job: each in its own savepoint, the batch in one commit. The job
+# runs on the event loop, so it also stops after FIRE_BUDGET seconds of transitions: a
+# backlog of any size is fired in slices that leave the loop free to answer requests.
 FIRE_BATCH = 256
+FIRE_BUDGET = 0.01
 
 
 class SqliteService:
@@ -40,7 +45,8 @@ class SqliteService:
 
     ``retry_timeout`` is Lean's ``config.retryTimeout`` (ms). ``synchronous`` is SQLite's
     pragma: ``FULL`` (the default) makes every acknowledged write survive power loss;
-    ``NORMAL`` keeps it across a process crash only, and is faster.
+    ``NORMAL`` keeps it across a process crash only, and is faster. ``catch_up`` is how
+    schedules catch up on missed occurrences (``troth.engine.timeouts.CatchUp``).
     """
 
     def __init__(
@@ -51,12 +57,14 @@ class SqliteService:
         synchronous: str = "FULL",
         readers: int = 4,
         owner: str | None = None,
+        catch_up: CatchUp = LEAN,
     ) -> None:
         if retry_timeout <= 0:
             # A non-positive retry would re-arm a due retry at a due instant for ever.
             raise ValueError("retry_timeout must be positive")
         self.path = path
         self.retry_timeout = retry_timeout
+        self.catch_up = catch_up
         self._synchronous = synchronous
         # ``owner``: "server" takes the file for itself, "embedded" shares it with other
         # embedded apps, None (tests, read-only tools) takes no part (``liveness``).
@@ -99,18 +107,22 @@ class SqliteService:
         return await self._write(lambda store: handle(store, request, now))
 
     async def fire_due(self, now: int) -> int:
-        """Fire due timeouts in firing order until none is due at ``now``.
+        """Fire due timeouts in firing order until none is due at ``now``, a bounded slice
+        per transaction (``FIRE_BATCH``, ``FIRE_BUDGET``), yielding between slices.
 
         A transition that raises is rolled back alone; the ones fired before it commit and
         the error is raised after that commit.
         """
         total = 0
+        policy = self.catch_up
         while True:
-            fired, error = await self._write(lambda store: _fire_some(store, now, FIRE_BATCH))
+            fired, done, error = await self._write(
+                lambda store: _fire_some(store, now, FIRE_BATCH, policy)
+            )
             total += fired
             if error is not None:
                 raise error
-            if fired < FIRE_BATCH:
+            if done:
                 return total
 
     async def next_deadline(self) -> int | None:
@@ -260,20 +272,24 @@ class SqliteService:
             self._changed.set()
 
 
-def _fire_some(store: SqliteStore, now: int, limit: int) -> tuple[int, Exception | None]:
-    """Fire up to ``limit`` due timeouts, earliest first, each in its own savepoint."""
+def _fire_some(
+    store: SqliteStore, now: int, limit: int, policy: CatchUp
+) -> tuple[int, bool, Exception | None]:
+    """Fire up to ``limit`` due timeouts (fewer once ``FIRE_BUDGET`` is spent), earliest
+    first, each in its own savepoint; how many fired, and whether none is left due."""
     fired = 0
-    while fired < limit:
+    started = time.perf_counter()
+    while fired < limit and time.perf_counter() - started < FIRE_BUDGET:
         timeout = store.next_timeout()
         if timeout is None or timeout.at > now:
-            break
+            return fired, True, None
         store.conn.execute("SAVEPOINT fire")
         try:
-            fire(store, timeout, now)
+            fire(store, timeout, now, policy)
         except Exception as error:
             store.conn.execute("ROLLBACK TO fire")
             store.conn.execute("RELEASE fire")
-            return fired, error
+            return fired, False, error
         store.conn.execute("RELEASE fire")
         fired += 1
-    return fired, None
+    return fired, False, None
