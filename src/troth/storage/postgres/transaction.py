@@ -87,6 +87,12 @@ def transact(
         except PoolTimeout as error:
             # No connection could be had (the database is down or restarting): nothing ran.
             raise Retriable(f"the database is unreachable ({error})") from error
+        except RACES as error:
+            if tries == retries:
+                raise Retriable(
+                    f"gave up after {retries + 1} attempts, each aborted by a concurrent"
+                    f" transaction ({type(error).__name__}); nothing was committed"
+                ) from error
         except psycopg.OperationalError as error:
             if conn is not None and not (conn.closed or conn.broken):
                 raise
@@ -94,12 +100,6 @@ def transact(
             # commit in flight landed is unknown, but every request is safe to send again
             # (creates are idempotent by id, task operations fenced by version).
             raise Retriable(f"the database connection was lost ({error})") from error
-        except RACES as error:
-            if tries == retries:
-                raise Retriable(
-                    f"gave up after {retries + 1} attempts, each aborted by a concurrent"
-                    f" transaction ({type(error).__name__}); nothing was committed"
-                ) from error
         # Randomized, so the transactions that collided do not collide again in step.
         time.sleep(random.uniform(0, pause))
         pause = min(pause * 2, _LONGEST_PAUSE)
