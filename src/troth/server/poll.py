@@ -11,7 +11,9 @@ Routing (wire-protocol.md §10.2, with troth's choices where the reference drops
 - A message counts as delivered only once its frame was written to a live connection. A
   full connection queue, a closed connection or a write that takes too long moves on to the
   next candidate; when none takes it, ``deliver`` answers False and the message stays in
-  the outbox for a later pass.
+  the outbox for a later pass. A connection that turned a frame away for want of room
+  calls ``on_drain`` once its queue is half empty, so that pass comes as soon as it can
+  succeed, neither spinning on a full queue nor waiting for a timer.
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ class PollConnection:
 
     _ids = itertools.count()
 
-    def __init__(self, group: str, id: str, capacity: int) -> None:
+    def __init__(
+        self, group: str, id: str, capacity: int, on_drain: Callable[[], None] = lambda: None
+    ) -> None:
         self.group = group
         self.id = id
         self.serial = next(self._ids)  # registration order, newest = largest
@@ -47,10 +51,15 @@ class PollConnection:
         self._capacity = capacity
         self._queue: deque[_Pending] = deque()
         self._wakeup = asyncio.Event()
+        self._on_drain = on_drain
+        self._refused = False  # an offer found the queue full since it last drained
 
     def offer(self, frame: bytes) -> asyncio.Future[bool] | None:
         """Queue a frame; None when the connection is closed or its queue is full."""
-        if self.closed or len(self._queue) >= self._capacity:
+        if self.closed:
+            return None
+        if len(self._queue) >= self._capacity:
+            self._refused = True
             return None
         pending = _Pending(frame)
         self._queue.append(pending)
@@ -68,7 +77,13 @@ class PollConnection:
                 return None
         if self.closed or not self._queue:
             return None
-        return self._queue.popleft()
+        pending = self._queue.popleft()
+        if self._refused and len(self._queue) <= self._capacity // 2:
+            # Frames were turned away for want of room: there is room again, say so now
+            # rather than leave them to a later delivery pass.
+            self._refused = False
+            self._on_drain()
+        return pending
 
     def close(self) -> None:
         """Stop taking frames; whoever waits on a queued frame hears it was not written."""
@@ -91,7 +106,8 @@ class PollHub:
         self._max = max_connections
         self._buffer_size = buffer_size
         self._write_timeout = write_timeout
-        self._on_connect = on_connect
+        self._on_connect = [on_connect]
+        self._on_drain: list[Callable[[], None]] = []
         self._groups: dict[str, list[PollConnection]] = {}
         self._turn: dict[str, int] = {}
         self._count = 0
@@ -104,12 +120,29 @@ class PollHub:
         """A new connection, or None when the hub is at capacity."""
         if self._count >= self._max:
             return None
-        connection = PollConnection(group, id, self._buffer_size)
+        connection = PollConnection(group, id, self._buffer_size, self._drained)
         self._groups.setdefault(group, []).append(connection)
         self._count += 1
         # Messages held back for want of a connection can go now.
-        self._on_connect()
+        for callback in self._on_connect:
+            callback()
         return connection
+
+    def subscribe(
+        self,
+        on_connect: Callable[[], None] | None = None,
+        on_drain: Callable[[], None] | None = None,
+    ) -> None:
+        """Also call ``on_connect`` when a connection registers, and ``on_drain`` when a
+        connection that turned frames away has room again."""
+        if on_connect is not None:
+            self._on_connect.append(on_connect)
+        if on_drain is not None:
+            self._on_drain.append(on_drain)
+
+    def _drained(self) -> None:
+        for callback in self._on_drain:
+            callback()
 
     def unregister(self, connection: PollConnection) -> None:
         connection.close()
@@ -127,6 +160,11 @@ class PollHub:
         for members in list(self._groups.values()):
             for connection in list(members):
                 connection.close()
+
+    def groups(self) -> list[str]:
+        """The groups with a connection here: poll messages for any other group cannot be
+        delivered by this server, so delivery need not read them."""
+        return list(self._groups)
 
     def reachable(self, address: PollAddress) -> bool:
         """Whether a connection here may take a message for ``address``: any of the group

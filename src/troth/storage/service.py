@@ -8,6 +8,7 @@ to it only through ``Service``, so every backend serves every transport unchange
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Collection
 from typing import NamedTuple, Protocol
 
 from troth.protocol.envelope import Request
@@ -56,8 +57,16 @@ class Service(Protocol):
         """The earliest armed timeout, or None; the timeouts loop sleeps until then."""
         ...
 
-    async def outbox(self, limit: int) -> list[Delivery]:
-        """Up to ``limit`` undelivered messages, oldest first. Nothing is removed."""
+    # Whether rows become visible in ``seq`` order (one writer at a time): then a reader
+    # that has read every row up to seq s meets only new rows after s.
+    outbox_in_order: bool
+
+    async def outbox(
+        self, limit: int, *, after: int = 0, groups: Collection[str] | None = None
+    ) -> list[Delivery]:
+        """Up to ``limit`` undelivered messages after seq ``after``, oldest first; with
+        ``groups``, poll messages only of those groups (``troth.storage.reach``), may also
+        leave out rows another server holds a claim on. Nothing is removed."""
         ...
 
     async def claim(self, deliveries: list[Delivery], holder: str, ttl: int) -> list[Delivery]:

@@ -14,16 +14,33 @@ row goes to exactly one of them.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import psycopg
 
 from troth.storage import codec
+from troth.storage.reach import poll_groups
 from troth.storage.service import Delivery
 
 
-def undelivered(conn: psycopg.Connection, limit: int) -> list[Delivery]:
-    """Up to ``limit`` messages in the order they were (last) enqueued."""
+def undelivered(
+    conn: psycopg.Connection,
+    limit: int,
+    after: int = 0,
+    groups: Collection[str] | None = None,
+    unclaimed: bool = False,
+) -> list[Delivery]:
+    """Up to ``limit`` messages after ``seq`` ``after``, in the order they were (last)
+    enqueued; with ``groups``, poll messages only of those groups (``reach``); with
+    ``unclaimed``, none that a server holds a live claim on."""
+    reach, params = poll_groups(groups, "%s")
+    claims = (
+        "(claimed_until IS NULL OR claimed_until <= clock_timestamp())" if unclaimed else "TRUE"
+    )
     rows = conn.execute(
-        "SELECT seq, kind, address, message FROM outbox ORDER BY seq LIMIT %s", (limit,)
+        "SELECT seq, kind, address, message FROM outbox"
+        f" WHERE seq > %s AND {reach} AND {claims} ORDER BY seq LIMIT %s",
+        (after, *params, limit),
     ).fetchall()
     return [
         Delivery(seq, address, codec.message(kind, message)) for seq, kind, address, message in rows

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -127,8 +127,19 @@ class PostgresService:
         timeout = await self._transact(lambda store: store.next_timeout(), write=False)
         return None if timeout is None else timeout.at
 
-    async def outbox(self, limit: int) -> list[Delivery]:
-        return await self._transact(lambda store: outbox.undelivered(store.conn, limit))
+    # Rows commit out of seq order (concurrent transactions draw seqs before they commit),
+    # so reading on from the last seq seen could miss a row that commits late.
+    outbox_in_order = False
+
+    async def outbox(
+        self, limit: int, *, after: int = 0, groups: Collection[str] | None = None
+    ) -> list[Delivery]:
+        """As ``Service.outbox``; a delivery read (``groups`` given) also leaves out rows
+        under a live claim: in flight, backing off, or another server's."""
+        unclaimed = groups is not None
+        return await self._transact(
+            lambda store: outbox.undelivered(store.conn, limit, after, groups, unclaimed)
+        )
 
     async def claim(self, deliveries: list[Delivery], holder: str, ttl: int) -> list[Delivery]:
         if not deliveries:

@@ -17,7 +17,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -129,18 +129,28 @@ class SqliteService:
         timeout = await self._read(lambda store: store.next_timeout())
         return None if timeout is None else timeout.at
 
-    async def outbox(self, limit: int, *, after: int = 0) -> list[Delivery]:
-        """As ``Service.outbox``; ``after`` skips rows up to that ``seq``.
+    # Rows commit in seq order (one writer at a time, ``outbox`` below).
+    outbox_in_order = True
+
+    async def outbox(
+        self, limit: int, *, after: int = 0, groups: Collection[str] | None = None
+    ) -> list[Delivery]:
+        """As ``Service.outbox``.
 
         Rows commit in ``seq`` order on SQLite (one writer at a time), so a reader that has
         seen every row up to ``seq`` s and left some (another process's unicast messages)
         can read on from s and meet only rows it has not seen.
         """
-        return await self._read(lambda store: outbox.undelivered(store.conn, limit, after))
+        return await self._read(lambda store: outbox.undelivered(store.conn, limit, after, groups))
 
     async def claim(self, deliveries: list[Delivery], holder: str, ttl: int) -> list[Delivery]:
-        """Everything: one server owns a SQLite file, so nobody else delivers its rows."""
-        return deliveries
+        """Those still in the outbox: one server owns a SQLite file, so nobody else delivers
+        its rows, but a row read a while ago may have been superseded or reset since."""
+        if not deliveries:
+            return []
+        seqs = [delivery.seq for delivery in deliveries]
+        there = await self._read(lambda store: outbox.present(store.conn, seqs))
+        return [delivery for delivery in deliveries if delivery.seq in there]
 
     async def ack(self, deliveries: list[Delivery]) -> None:
         seqs = [delivery.seq for delivery in deliveries]
