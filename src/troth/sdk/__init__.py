@@ -5,13 +5,15 @@ uses for durable calls. See ``troth.sdk.app`` and ``troth.sdk.context``.
 """
 
 from troth.sdk.app import Troth
-from troth.sdk.client import DurablePromise, Handle
+from troth.sdk.client import DurablePromise, ExecutionStatus, Handle
 from troth.sdk.clock import VirtualClock, WallClock
 from troth.sdk.codec import Codec, JsonSerializer
 from troth.sdk.context import Context, DurableFuture
 from troth.sdk.errors import (
     CanceledError,
     FunctionNotFoundError,
+    HaltedError,
+    IdempotencyConflictError,
     NonDeterminismError,
     RemoteError,
     ServerError,
@@ -30,9 +32,12 @@ __all__ = [
     "Context",
     "DurableFuture",
     "DurablePromise",
+    "ExecutionStatus",
     "Exponential",
     "FunctionNotFoundError",
+    "HaltedError",
     "Handle",
+    "IdempotencyConflictError",
     "JsonSerializer",
     "Linear",
     "Never",

@@ -17,14 +17,23 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
-from troth.protocol.records import BRANCH, ORIGIN, PARENT, TARGET, PromiseState, TaskState, Value
+from troth.protocol.records import (
+    BRANCH,
+    ORIGIN,
+    PARENT,
+    TARGET,
+    PromiseRecord,
+    PromiseState,
+    TaskState,
+    Value,
+)
 from troth.protocol.requests import CreateAction, PromiseCreateRequest, TaskCreateRequest
 from troth.protocol.responses import PromiseResponse, TaskClaimResponse
-from troth.sdk.client import Handle, Promises, Schedules, Waiter
+from troth.sdk.client import Executions, Handle, Promises, Schedules, Waiter
 from troth.sdk.clock import Clock, WallClock
 from troth.sdk.codec import DEFAULT_MAX_VALUE_BYTES, Codec, Encryptor, parameter_hints
 from troth.sdk.context import SCOPE, Context
-from troth.sdk.errors import FunctionNotFoundError, ServerError
+from troth.sdk.errors import FunctionNotFoundError, IdempotencyConflictError, ServerError
 from troth.sdk.execution import Runtime, SettledCache
 from troth.sdk.network import Network, action_head, anycast, new_pid, target_address
 from troth.sdk.options import (
@@ -35,6 +44,7 @@ from troth.sdk.options import (
     options,
 )
 from troth.sdk.registry import Registered, Registry, function_name, invocation_data
+from troth.sdk.replay import ARGS_TAG, STEP_TAG, digest
 from troth.sdk.retry import RetryPolicy
 from troth.sdk.worker import Worker
 
@@ -175,6 +185,7 @@ class Troth(Starts):
         self.registry = Registry()
         self.waiter = Waiter(self)
         self.promises = Promises(self)
+        self.executions = Executions(self)
         self.started = False
         self._runtime: Runtime | None = None
         self._worker: Worker | None = None
@@ -412,7 +423,8 @@ class Troth(Starts):
         name = fn if isinstance(fn, str) else (entry.name if entry else function_name(fn))
         data = invocation_data(name, version or (entry.version if entry else None), args, kwargs)
         address = target_address(target) if target else anycast(self.group)
-        return self.codec.encode(data), {SCOPE: "global", TARGET: address}
+        tags = {SCOPE: "global", TARGET: address, **work_tags(name, args, kwargs)}
+        return self.codec.encode(data), tags
 
     def _entry(self, fn: Callable[..., Any] | str, version: int | None) -> Registered:
         if isinstance(fn, str):
@@ -437,10 +449,14 @@ class Troth(Starts):
         kwargs: dict[str, Any],
         opts: Options,
     ) -> asyncio.Task[None] | None:
-        """Create the execution; the job driving it here, if ``task.create`` handed it over."""
+        """Create the execution; the job driving it here, if ``task.create`` handed it over.
+
+        An execution that exists is joined if it runs the same function with the same
+        arguments, else ``IdempotencyConflictError`` (see ``same_work``)."""
         data = invocation_data(entry.name, entry.version, args, kwargs)
         target = target_address(opts.target) if opts.target else anycast(self.group, self.pid)
-        tags = {ORIGIN: id, BRANCH: id, PARENT: id, SCOPE: "global", TARGET: target, **opts.tags}
+        tags = {ORIGIN: id, BRANCH: id, PARENT: id, SCOPE: "global", TARGET: target}
+        tags.update({**work_tags(entry.name, args, kwargs), **opts.tags})
         at, source = self._deadline(entry.fn, opts)
         tags.update(deadline_tags(source))
         create = PromiseCreateRequest(id, at, self.codec.encode(data), tags)
@@ -449,17 +465,59 @@ class Troth(Starts):
         sent = self.clock.now()
         status, body = await self.runtime.network.send("task.create", request)
         if status in (409, 422):
-            return None  # it exists and someone else holds it, or it is a plain promise: join
+            # It exists, and someone else holds it or it is a plain promise: join it.
+            same_work(id, (await self.promises.get(id)).record, tags)
+            return None
         if status != 200 or not isinstance(body, TaskClaimResponse):
             raise ServerError("task.create", status, str(body))
+        driving = None
         if body.task is not None and body.task.state == TaskState.ACQUIRED:
-            return worker.spawn(worker.drive(body.task, body.promise, body.preload, sent))
-        if body.promise.state != PromiseState.PENDING:
+            # Created, or an existing execution's pending task claimed: driven here either
+            # way (it runs what its promise names), even if it is not the work asked for.
+            driving = worker.spawn(worker.drive(body.task, body.promise, body.preload, sent))
+        elif body.promise.state != PromiseState.PENDING:
             self.runtime.settled.add(body.promise)
-        return None
+        same_work(id, body.promise, tags)
+        return driving
 
     async def _create(self, request: PromiseCreateRequest) -> None:
+        """Create the execution, or join it if it exists with the same work (``same_work``)."""
         status, body = await self.runtime.network.send("promise.create", request)
         if status != 200 or not isinstance(body, PromiseResponse):
             raise ServerError("promise.create", status, str(body))
         self.runtime.settled.add(body.promise)
+        same_work(request.id, body.promise, request.tags)
+
+
+# -- idempotency ------------------------------------------------------------------------------
+
+FUNC_TAG = "troth:func"
+"""On an execution's root promise: the name of the function it runs. With ``troth:args``
+(the digest of its arguments, ``troth.sdk.replay.ARGS_TAG``) it says which work an id was
+started for, so that starting the id again with other work is refused."""
+
+
+def work_tags(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, str]:
+    """The root tags naming an execution's work: its function and an argument digest (the
+    same digest the replay check records for a child call, so that the two agree)."""
+    return {FUNC_TAG: name, ARGS_TAG: digest(args, kwargs)}
+
+
+def same_work(id: str, record: PromiseRecord, requested: dict[str, str]) -> None:
+    """Raise ``IdempotencyConflictError`` unless the existing promise ``id`` runs the
+    function and arguments of ``requested`` (its ``work_tags``); a promise that names no
+    work (created by another SDK, or as a plain promise) is not judged.
+
+    A child of a workflow (``ctx.rpc``, ``ctx.detached``, or even a step) names its work by
+    its step tag, ``<kind>:<function>``, so starting its id as a root is judged too."""
+    name = record.tags.get(FUNC_TAG)
+    step = record.tags.get(STEP_TAG)
+    if name is None and step is not None:
+        name = step.partition(":")[2] or step  # a sleep or a promise: named by its kind
+    if name is None:
+        return
+    if name != requested[FUNC_TAG]:
+        raise IdempotencyConflictError(id, "function", name, requested[FUNC_TAG])
+    recorded = record.tags.get(ARGS_TAG)
+    if recorded is not None and recorded != requested[ARGS_TAG]:
+        raise IdempotencyConflictError(id, "arguments", recorded, requested[ARGS_TAG])

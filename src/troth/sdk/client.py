@@ -5,18 +5,41 @@ Waiting for a result listens rather than polls: the app registers a listener
 ``unblock`` when the promise settles. Unblocks are not redelivered if the stream was down,
 so listeners are registered again on every reconnection and the promise is re-read on a
 slow timer as a last resort. An app that is not started (no stream) polls instead.
+
+A halted execution settles nothing, so a caller waiting on its promise alone would wait for
+ever. The run that halts a task first records why, as a *halt record*: the execution's
+child ``halt<n>`` (``order-7:halt1``; n counts halts, as a resumed execution may halt
+again), resolved with the reason and the task version that halted. A caller that waits on
+an execution also waits on the record of its next halt (creating it, pending, if need be;
+the halting run settles the first record that is absent or pending), so a halt wakes it
+like a settlement would, in this process or any other; it then reads the task
+(``task.get``) and raises ``HaltedError`` with the reason. Once the execution settles, the
+caller cancels the record it waited on, which no halt will settle now.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from troth.protocol.records import PromiseRecord, PromiseState, Schedule, SettleState, Value
+from troth.protocol.ids import child_id, origin
+from troth.protocol.records import (
+    BRANCH,
+    ORIGIN,
+    PARENT,
+    PromiseRecord,
+    PromiseState,
+    Schedule,
+    SettleState,
+    TaskRecord,
+    TaskState,
+    Value,
+)
 from troth.protocol.requests import (
     PromiseCreateRequest,
     PromiseGetRequest,
@@ -25,10 +48,13 @@ from troth.protocol.requests import (
     ScheduleCreateRequest,
     ScheduleDeleteRequest,
     ScheduleGetRequest,
+    TaskContinueRequest,
+    TaskGetRequest,
 )
-from troth.protocol.responses import PromiseResponse, ScheduleResponse
+from troth.protocol.responses import PromiseResponse, ScheduleResponse, TaskGetResponse
 from troth.sdk.codec import Codec, error_to_json, result_of
-from troth.sdk.errors import ServerError
+from troth.sdk.errors import HaltedError, ServerError
+from troth.sdk.execution import SCOPE
 from troth.sdk.network import Network, unicast
 from troth.sdk.options import NO_DEADLINE, DeadlineSource, Options, deadline, deadline_tags
 
@@ -41,6 +67,41 @@ T = TypeVar("T")
 LISTENING_RECHECK = 10.0
 # Without a message stream, poll this often (seconds).
 POLL_INTERVAL = 0.2
+# A halt is recorded just before the task is halted: re-read the task this often meanwhile.
+HALTING_RECHECK = 0.05
+
+
+class ExecutionStatus(StrEnum):
+    """Where an execution stands (``handle.status()``, ``app.executions.status(id)``).
+
+    Live: ``pending`` (waiting for a worker, or a promise without a task), ``running`` (a
+    worker holds it), ``suspended`` (awaiting a promise), ``halted`` (stopped until an
+    operator resumes it; see ``HaltedError``). Settled: ``resolved``, ``rejected``,
+    ``canceled``, ``timedout``.
+    """
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    HALTED = "halted"
+    RESOLVED = "resolved"
+    REJECTED = "rejected"
+    CANCELED = "canceled"
+    TIMEDOUT = "timedout"
+
+
+_SETTLED_STATUS = {
+    PromiseState.RESOLVED: ExecutionStatus.RESOLVED,
+    PromiseState.REJECTED: ExecutionStatus.REJECTED,
+    PromiseState.REJECTED_CANCELED: ExecutionStatus.CANCELED,
+    PromiseState.REJECTED_TIMEDOUT: ExecutionStatus.TIMEDOUT,
+}
+_TASK_STATUS = {
+    TaskState.PENDING: ExecutionStatus.PENDING,
+    TaskState.ACQUIRED: ExecutionStatus.RUNNING,
+    TaskState.SUSPENDED: ExecutionStatus.SUSPENDED,
+    TaskState.HALTED: ExecutionStatus.HALTED,
+}
 
 
 class Handle(Generic[T]):
@@ -76,12 +137,18 @@ class Handle(Generic[T]):
             raise
 
     async def result(self) -> T:
-        """The function's value, or its error raised here."""
+        """The function's value, or its error raised here; ``HaltedError`` (with the reason)
+        if the execution is halted, now or while waiting."""
         record = await self.settled()
         return result_of(record, self._app.codec, self._hint)
 
+    async def status(self) -> ExecutionStatus:
+        """Where the execution stands now (``pending``, ``running``, ``halted``, ...)."""
+        await self._creation()
+        return await self._app.executions.status(self.id)
+
     async def settled(self) -> PromiseRecord:
-        """The settled promise record, once it is settled."""
+        """The settled promise record, once it is settled (``HaltedError`` if halted)."""
         if self._started is not None:
             driving = await self._creation()
             if isinstance(driving, asyncio.Task):
@@ -89,7 +156,7 @@ class Handle(Generic[T]):
                 # wait for the drive rather than register a listener (a write) first. If
                 # the drive ends unsettled (suspended, released), listen as usual below.
                 await asyncio.wait([driving])
-        return await self._app.waiter.settled(self.id)
+        return await self._app.waiter.execution(self.id)
 
     async def done(self) -> bool:
         await self._creation()
@@ -143,6 +210,70 @@ class Waiter:
         runtime.settled.add(body.promise)
         return body.promise
 
+    async def execution(self, id: str) -> PromiseRecord:
+        """The settled promise of execution ``id``, once it is settled; ``HaltedError`` if
+        its task is halted, now or while waiting (see the module docstring)."""
+        while True:
+            record = await self.lookup(id, listen=False)
+            if record is not None:
+                return record
+            watch = await self._next_halt(id)
+            if watch is None:
+                return await self.settled(id)  # a promise without a task: nothing halts it
+            if watch.state == PromiseState.PENDING:
+                record = await self._first(id, watch.id)
+                if record.id == id:
+                    with contextlib.suppress(Exception):  # only tidiness
+                        canceled = PromiseSettleRequest(
+                            watch.id, SettleState.REJECTED_CANCELED, Value()
+                        )
+                        await send_promise(self._app.runtime.network, "promise.settle", canceled)
+                    return record
+            # A halt was recorded (or the record's deadline passed): look again.
+
+    async def _next_halt(self, id: str) -> PromiseRecord | None:
+        """The record that the next halt of execution ``id`` will settle, created if absent;
+        None if ``id`` has no task. Raises ``HaltedError`` if the task is halted now."""
+        network = self._app.runtime.network
+        while True:
+            task = await task_of(network, id)
+            if task is None:
+                return None
+            records = await halt_records(self._read, id)
+            halt = halted_at(records[-1], self._app.codec) if records else None
+            version, reason = halt or (None, None)
+            # The task was read before the last halt (versions only rise), or the run that
+            # recorded it is halting the task now: read it again.
+            stale = version is not None and version > task.version
+            halting = task.state == TaskState.ACQUIRED and version == task.version
+            if not (stale or halting):
+                break
+            await asyncio.sleep(HALTING_RECHECK)
+        if task.state == TaskState.HALTED:
+            raise HaltedError(id, reason if version == task.version else None)
+        root = await self._read(id)
+        if root is None or root.state != PromiseState.PENDING:
+            return root
+        create = halt_record(root, len(records) + 1)
+        return await send_promise(network, "promise.create", create)
+
+    async def _first(self, *ids: str) -> PromiseRecord:
+        """The first of these promises to settle (the earliest given if several have)."""
+        waits = [asyncio.ensure_future(self.settled(id)) for id in ids]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            return next(wait for wait in waits if wait.done()).result()
+        finally:
+            for wait in waits:
+                wait.cancel()
+            await asyncio.wait(waits)
+            for wait in waits:
+                if not wait.cancelled():
+                    wait.exception()  # retrieved: the first one's failure is raised above
+
+    async def _read(self, id: str) -> PromiseRecord | None:
+        return await read_promise(self._app.runtime.network, id)
+
     async def settled(self, id: str) -> PromiseRecord:
         future = asyncio.get_running_loop().create_future()
         self._futures.setdefault(id, []).append(future)
@@ -161,6 +292,89 @@ class Waiter:
                 waiting.remove(future)
                 if not waiting:
                     del self._futures[id]
+
+
+# -- halts ------------------------------------------------------------------------------------
+
+
+def halt_id(execution_id: str, n: int) -> str:
+    """The id of the record of an execution's n-th halt (1, 2, ...)."""
+    return child_id(execution_id, f"halt{n}")
+
+
+def halt_record(root: PromiseRecord, n: int) -> PromiseCreateRequest:
+    """The (pending) record of the n-th halt of the execution whose promise is ``root``:
+    created by a caller that waits for it or by the run that halts, settled by the latter.
+    It has a branch of its own, so it is not preloaded into the execution's runs."""
+    id = halt_id(root.id, n)
+    tags = {
+        SCOPE: "global",
+        ORIGIN: root.tags.get(ORIGIN) or origin(root.id),
+        PARENT: root.id,
+        BRANCH: id,
+    }
+    return PromiseCreateRequest(id, root.timeout_at, Value(), tags)
+
+
+async def halt_records(
+    read: Callable[[str], Awaitable[PromiseRecord | None]], execution_id: str
+) -> list[PromiseRecord]:
+    """The settled halt records of an execution, in order; its next halt is recorded as
+    number ``len + 1`` (the first record that is absent or still pending)."""
+    found: list[PromiseRecord] = []
+    while True:
+        record = await read(halt_id(execution_id, len(found) + 1))
+        if record is None or record.state == PromiseState.PENDING:
+            return found
+        found.append(record)
+
+
+def halt_value(version: int, reason: str) -> dict[str, Any]:
+    """What a halt record is resolved with: the task version that halted, and why."""
+    return {"version": version, "reason": reason}
+
+
+def halted_at(record: PromiseRecord, codec: Codec) -> tuple[int, str | None] | None:
+    """The task version and reason a halt record holds; None if no halt settled it (its
+    deadline passed first) or it cannot be read here (another app's encryption)."""
+    if record.state != PromiseState.RESOLVED:
+        return None
+    try:
+        data = codec.decode(record.value)
+    except Exception:
+        return None
+    if not isinstance(data, dict) or not isinstance(version := data.get("version"), int):
+        return None
+    reason = data.get("reason")
+    return version, reason if isinstance(reason, str) else None
+
+
+async def read_promise(network: Network, id: str) -> PromiseRecord | None:
+    """The promise as the server has it (projected), or None if it does not exist."""
+    status, body = await network.send("promise.get", PromiseGetRequest(id))
+    if status == 404:
+        return None
+    if status != 200 or not isinstance(body, PromiseResponse):
+        raise ServerError("promise.get", status, str(body))
+    return body.promise
+
+
+async def send_promise(network: Network, kind: str, request: Any) -> PromiseRecord:
+    """Send a request answered with a promise; the promise."""
+    status, body = await network.send(kind, request)
+    if status != 200 or not isinstance(body, PromiseResponse):
+        raise ServerError(kind, status, str(body))
+    return body.promise
+
+
+async def task_of(network: Network, id: str) -> TaskRecord | None:
+    """The task of promise ``id``, or None if it has none (a promise without a target)."""
+    status, body = await network.send("task.get", TaskGetRequest(id))
+    if status == 404:
+        return None
+    if status != 200 or not isinstance(body, TaskGetResponse):
+        raise ServerError("task.get", status, str(body))
+    return body.task
 
 
 @dataclass(frozen=True)
@@ -238,11 +452,43 @@ class Promises:
         return await self._promise("promise.settle", PromiseSettleRequest(id, state, encoded))
 
     async def _promise(self, kind: str, request: Any) -> DurablePromise:
-        status, body = await self._network.send(kind, request)
-        if status != 200 or not isinstance(body, PromiseResponse):
-            raise ServerError(kind, status, str(body))
-        self._app.waiter.notify(body.promise)
-        return DurablePromise(body.promise, self._app.codec)
+        record = await send_promise(self._network, kind, request)
+        self._app.waiter.notify(record)
+        return DurablePromise(record, self._app.codec)
+
+
+class Executions:
+    """Executions by id, for operators: where one stands, and resuming a halted one."""
+
+    def __init__(self, app: Troth) -> None:
+        self._app = app
+
+    async def status(self, id: str) -> ExecutionStatus:
+        """Where execution ``id`` stands now: its promise's state once settled, else its
+        task's (``pending`` for a promise without a task)."""
+        network = self._app.runtime.network
+        promise = await send_promise(network, "promise.get", PromiseGetRequest(id))
+        if promise.state == PromiseState.PENDING:
+            task = await task_of(network, id)
+            if task is None:
+                return ExecutionStatus.PENDING
+            if task.state != TaskState.FULFILLED:
+                return _TASK_STATUS[task.state]
+            # Settled between the two reads.
+            promise = await send_promise(network, "promise.get", PromiseGetRequest(id))
+        return _SETTLED_STATUS.get(promise.state, ExecutionStatus.PENDING)
+
+    async def resume(self, id: str) -> None:
+        """Resume a halted execution (``task.continue``): a worker picks it up and replays
+        it, so deploy code that matches its history first, or it halts again (its callers
+        then get a ``HaltedError`` with the new reason). ``ServerError`` (409) if it is not
+        halted, (404) if there is no such execution."""
+        network = self._app.runtime.network
+        status, body = await network.send("task.continue", TaskContinueRequest(id))
+        if status == 409:
+            raise ServerError("task.continue", status, f"execution {id!r} is not halted")
+        if status != 200:
+            raise ServerError("task.continue", status, str(body))
 
 
 class Schedules:

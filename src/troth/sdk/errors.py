@@ -10,7 +10,7 @@ not the user's code, decides what happens to the task.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 
 class TrothError(Exception):
@@ -168,4 +168,47 @@ class NonDeterminismError(ExecutionSignal):
         )
         self.execution_id = execution_id
         self.child_id = child_id
+        self.reason = reason
+
+
+# -- what a caller learns about an execution (ordinary, catchable errors) -------------------
+
+
+class IdempotencyConflictError(TrothError):
+    """An execution id is already taken by other work: another function, or the same
+    function with other arguments. Starting the same function with the same arguments
+    joins the existing execution instead.
+
+    ``differs`` is ``"function"`` or ``"arguments"``; ``recorded`` and ``requested`` are the
+    two function names, or the two argument digests (``troth.sdk.replay.digest``).
+    """
+
+    def __init__(
+        self, id: str, differs: Literal["function", "arguments"], recorded: str, requested: str
+    ) -> None:
+        if differs == "function":
+            what = f"function {recorded!r}, not {requested!r}"
+        else:
+            what = f"other arguments (digest {recorded}, not {requested})"
+        super().__init__(
+            f"execution {id!r} already exists with {what}; choose another id for other work"
+        )
+        self.id = id
+        self.differs = differs
+        self.recorded = recorded
+        self.requested = requested
+
+
+class HaltedError(TrothError):
+    """The execution is halted: a replay diverged from its history (``reason``, the
+    ``NonDeterminismError`` message, or None if no reason was recorded). It waits,
+    unchanged, until code that matches its history is deployed and it is resumed with
+    ``app.executions.resume(id)``."""
+
+    def __init__(self, id: str, reason: str | None) -> None:
+        super().__init__(
+            f"execution {id!r} is halted: {reason or 'no reason was recorded'}. Deploy code "
+            f"that matches its history, then resume it with app.executions.resume({id!r})"
+        )
+        self.id = id
         self.reason = reason

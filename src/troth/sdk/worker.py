@@ -10,7 +10,8 @@ the function (``Execution``) and then:
   attempt (here or elsewhere) picks it up;
 - a 404/409 on any task operation: another process holds the task now (the lease lapsed,
   or the message was stale). That is the protocol working, logged at debug level;
-- a replay diverged from its history: ``task.halt``, logged as an error for an operator.
+- a replay diverged from its history: the reason is recorded for its callers (a halt
+  record, see ``troth.sdk.client``), then ``task.halt``, logged as an error for an operator.
 
 One heartbeat request every TTL/2 extends the lease of every task held, and at most
 ``concurrency`` tasks run at once (further messages wait for a slot before acquiring).
@@ -30,6 +31,7 @@ from troth.protocol.records import (
     BRANCH,
     ORIGIN,
     PromiseRecord,
+    PromiseState,
     SettleState,
     TaskRecord,
     Value,
@@ -50,6 +52,7 @@ from troth.protocol.requests import (
 )
 from troth.protocol.responses import PromiseResponse, Reply, TaskClaimResponse
 from troth.sdk import attempts
+from troth.sdk.client import halt_record, halt_records, halt_value
 from troth.sdk.codec import convert, encode_error
 from troth.sdk.context import Context, invoke
 from troth.sdk.errors import (
@@ -276,7 +279,7 @@ class Worker:
                     await attempts.record_failure(execution, root, attempt, error, wait)
                     await execution.pause(wait)
                 except ExecutionSignal as signal:
-                    await self._abort(task, signal)
+                    await self._abort(execution, signal)
                     return
                 attempt += 1
                 execution = Execution(self.runtime, task, root, [])
@@ -288,7 +291,7 @@ class Worker:
                 execution = Execution(self.runtime, task, root, resumed)
                 continue
             assert isinstance(outcome, Abort)
-            await self._abort(task, outcome.signal)
+            await self._abort(execution, outcome.signal)
             return
 
     def _resolve(self, root: PromiseRecord) -> tuple[Registered, list[Any], dict[str, Any]]:
@@ -377,13 +380,22 @@ class Worker:
         await self._release(task)
         return None
 
-    async def _abort(self, task: HeldTask, signal: BaseException) -> None:
+    async def _abort(self, execution: Execution, signal: BaseException) -> None:
+        task = execution.task
         if isinstance(signal, Stopping):
             log.info("task %s: %s; releasing it", task.id, signal)
             await self._release(task, setback=False)
             return
         if isinstance(signal, NonDeterminismError):
             log.error("%s", signal)
+            try:
+                await self._record_halt(execution, signal)
+            except LeaseLost as e:
+                # Another run holds the task now; it meets the same history and halts.
+                log.debug("task %s: %s; not halting it", task.id, e)
+                return
+            except (Exception, ExecutionSignal) as e:
+                log.error("task %s: could not record why it halts (%s); halting", task.id, e)
             status, body = await self._send("task.halt", TaskHaltRequest(task.id))
             if status != 200:
                 log.error("task.halt %s answered %s: %s", task.id, status, body)
@@ -393,6 +405,22 @@ class Worker:
             return
         log.warning("task %s: %s; releasing", task.id, signal)
         await self._release(task)
+
+    async def _record_halt(self, execution: Execution, error: NonDeterminismError) -> None:
+        """Record why the task halts, before halting it (``task.halt`` carries no reason):
+        the execution's next halt record (see ``troth.sdk.client``) is resolved with the
+        reason and this run's task version, through fenced writes, so that only the run
+        that holds the task records it. Its callers, here and in other processes, wait on
+        that record too, so the halt wakes them."""
+        root = execution.root
+        n = len(await halt_records(execution.read, root.id)) + 1
+        record = await execution.create(halt_record(root, n))
+        if record.state == PromiseState.PENDING:
+            value = halt_value(execution.task.version, str(error))
+            record = await execution.settle(
+                record.id, SettleState.RESOLVED, self.runtime.codec.encode(value)
+            )
+        self._on_settled(record)
 
     async def _release(self, task: HeldTask, setback: bool = True) -> None:
         if setback:
