@@ -57,3 +57,10 @@ async def test_a_server_on_a_file_embedded_apps_use_is_refused(tmp_path):
         # Embedded apps share the file with each other.
         async with Troth(db=str(db)) as other:
             assert other.started
+
+
+def test_a_database_that_cannot_be_opened_is_one_clear_line(tmp_path):
+    refused = serve(tmp_path / "missing" / "troth.db")
+    assert refused.returncode == 1
+    assert f"cannot open the database {tmp_path / 'missing' / 'troth.db'}" in refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -271,7 +271,7 @@ class Troth(Starts):
             self._service = SqliteService(
                 path, retry_timeout=self.retry_timeout_ms, owner="embedded"
             )
-        except (sqlite3.Error, FileInUseError) as e:
+        except (sqlite3.Error, OSError, FileInUseError) as e:
             raise ServerError("open", 500, f"cannot open the database {path!r}: {e}") from e
         return LocalNetwork(self._service, self.clock, self.group, self.pid)
 

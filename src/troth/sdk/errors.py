@@ -30,14 +30,21 @@ class TimedOutError(TrothError):
     ) -> None:
         message = f"promise {promise_id!r} timed out"
         if deadline is not None:
-            at = datetime.fromtimestamp(deadline / 1000, tz=UTC)
-            message += f" at its deadline {at.isoformat(timespec='milliseconds')}"
+            message += f" at its deadline {_instant(deadline)}"
         if source is not None:
             message += f", set by {_DEADLINE_SOURCES.get(source, repr(source))}"
         super().__init__(message)
         self.promise_id = promise_id
         self.deadline = deadline
         self.source = source
+
+
+def _instant(ms: int) -> str:
+    try:
+        at = datetime.fromtimestamp(ms / 1000, tz=UTC)
+    except (ValueError, OverflowError, OSError):  # past the year 9999: "no deadline"
+        return f"{ms} ms since the epoch"
+    return at.isoformat(timespec="milliseconds")
 
 
 _DEADLINE_SOURCES = {

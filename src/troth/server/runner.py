@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sqlite3
 import sys
 from collections.abc import Callable, Generator
 from typing import Any
@@ -119,6 +120,9 @@ def run(config: ServerConfig) -> int:
             storage = open_storage(config)
         except FileInUseError as e:
             log.error("troth serve: %s", e)
+            return 1
+        except (OSError, sqlite3.Error) as e:
+            log.error("troth serve: cannot open the database %s: %s", shown_db(config.db), e)
             return 1
         app = App(storage, config)
         server = _Server(uvicorn_config(app, config), app)
