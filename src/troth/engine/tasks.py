@@ -96,6 +96,7 @@ def task_create(store: Store, req: TaskCreateRequest, now: int) -> Reply:
     """Create a promise with its task already acquired by the caller, or claim the pending
     task of an existing targeted promise."""
     action = req.action.data
+    task: Task | None  # born here, or looked up below
     promise = store.get_promise(action.id)
     if promise is None:
         promise = new_promise(action, now)

@@ -25,6 +25,7 @@ from troth.protocol import (
     response_envelope,
     to_builtins,
 )
+from troth.protocol.requests import DebugTickRequest
 from troth.protocol.responses import EMPTY, OutboxEntry, Reply
 
 Handler = Callable[[ServerState, Any, int], Reply]
@@ -82,7 +83,7 @@ class Oracle:
 
     def handle(self, request: Request) -> Reply:
         kind, data = request.kind, request.data
-        if kind == "debug.tick" and request.debug_time not in (None, data.time):
+        if isinstance(data, DebugTickRequest) and request.debug_time not in (None, data.time):
             return Reply(400, TICK_TIME_MISMATCH)
         if request.debug_time is not None:
             self.now = request.debug_time
@@ -95,6 +96,7 @@ class Oracle:
             case "debug.snap":
                 return Reply(200, self.snapshot())
             case "debug.tick":
+                assert isinstance(data, DebugTickRequest)  # the kind's decoder made it one
                 self.tick(data.time)
                 return Reply(200, [])
         reply = HANDLERS[kind](self.state, data, self.now)

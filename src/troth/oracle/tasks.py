@@ -87,6 +87,7 @@ def task_get(s: ServerState, req: TaskGetRequest, now: int) -> Reply:
 def task_create(s: ServerState, req: TaskCreateRequest, now: int) -> Reply:
     """T-02. A fresh task is born acquired (no execute); an existing pending one is acquired."""
     a = req.action.data
+    t: TaskObject | None  # born here, or looked up below
     p = s.get_promise(a.id)
     if p is None:
         if a.timeout_at > now:

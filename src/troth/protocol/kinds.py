@@ -9,7 +9,7 @@ from troth.protocol import validation as v
 
 
 class Kind(NamedTuple):
-    data: type
+    data: type[rq.Data]
     validate: v.Validator | None = None
     not_found: str = "Not found"
     conflict: str = "Conflict"
@@ -84,7 +84,7 @@ KINDS: dict[str, Kind] = {
 }
 
 # The kinds whose fenced action may be nested in task.fence.
-FENCE_ACTIONS: dict[str, type] = {
+FENCE_ACTIONS: dict[str, type[rq.PromiseCreateRequest | rq.PromiseSettleRequest]] = {
     "promise.create": rq.PromiseCreateRequest,
     "promise.settle": rq.PromiseSettleRequest,
 }

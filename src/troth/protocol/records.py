@@ -10,7 +10,7 @@ so they are never omitted.
 from __future__ import annotations
 
 import enum
-from typing import Annotated
+from typing import Annotated, dataclass_transform
 
 import msgspec
 
@@ -49,6 +49,11 @@ class TaskState(enum.StrEnum):
     FULFILLED = "fulfilled"
 
 
+# msgspec passes a struct's options (``frozen`` here) on to its subclasses, but a type checker
+# reads ``frozen`` from each class statement and would call every subclass non-frozen (and an
+# error). Declaring the base a dataclass transform with ``frozen_default=True`` tells it what
+# msgspec does at run time; the decorator only sets a marker attribute on the class.
+@dataclass_transform(frozen_default=True, field_specifiers=(msgspec.field,))
 class Record(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True):
     """Base of every wire struct: camelCase names, absent optionals omitted."""
 

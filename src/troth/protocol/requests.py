@@ -8,7 +8,7 @@ The checks a schema cannot express (id prefixes, addresses, cron) live in ``vali
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, dataclass_transform
 
 import msgspec
 
@@ -26,6 +26,9 @@ from troth.protocol.records import (
 )
 
 
+# Subclasses inherit ``frozen`` from msgspec; see ``records.Record`` for why a type checker
+# needs to be told.
+@dataclass_transform(frozen_default=True, field_specifiers=(msgspec.field,))
 class Data(msgspec.Struct, rename="camel", omit_defaults=True, frozen=True):
     """Base of every request body."""
 

@@ -32,9 +32,9 @@ from troth.protocol.responses import PromiseResponse, TaskClaimResponse
 from troth.sdk.client import Executions, Handle, Promises, Schedules, Waiter
 from troth.sdk.clock import Clock, WallClock
 from troth.sdk.codec import DEFAULT_MAX_VALUE_BYTES, Codec, Encryptor, parameter_hints
-from troth.sdk.context import SCOPE, Context
+from troth.sdk.context import Context
 from troth.sdk.errors import FunctionNotFoundError, IdempotencyConflictError, ServerError
-from troth.sdk.execution import Runtime, SettledCache
+from troth.sdk.execution import SCOPE, Runtime, SettledCache
 from troth.sdk.network import Network, action_head, anycast, new_pid, target_address
 from troth.sdk.options import (
     DeadlineSource,
@@ -225,7 +225,7 @@ class Troth(Starts):
             self.registry.add(f, name=name, version=version, retry=retry, timeout=timeout)
             return f
 
-        return add(fn) if fn is not None else add  # type: ignore[arg-type]
+        return add(fn) if fn is not None else add
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -406,7 +406,7 @@ class Troth(Starts):
                     exc_info=error,
                 )
 
-    def get(self, id: str, hint: Any = None) -> Handle:
+    def get(self, id: str, hint: Any = None) -> Handle[Any]:
         """A handle on an existing execution or promise."""
         return Handle(self, id, hint)
 

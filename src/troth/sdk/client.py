@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from troth.protocol.ids import child_id, origin
 from troth.protocol.records import (
@@ -140,7 +140,8 @@ class Handle(Generic[T]):
         """The function's value, or its error raised here; ``HaltedError`` (with the reason)
         if the execution is halted, now or while waiting."""
         record = await self.settled()
-        return result_of(record, self._app.codec, self._hint)
+        # The value was encoded from the function's T and is decoded back by its hint.
+        return cast(T, result_of(record, self._app.codec, self._hint))
 
     async def status(self) -> ExecutionStatus:
         """Where the execution stands now (``pending``, ``running``, ``halted``, ...)."""

@@ -31,7 +31,7 @@ import traceback
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import msgspec
 
@@ -452,7 +452,9 @@ def _attributes(error: BaseException) -> list[tuple[str, Any]]:
                 found.append((key, value))
         elif isinstance(key, str) and not key.startswith("__") and key != "remote_traceback":
             found.append((key, value))
-    for key in _builtin_fields(type(error)):
+    # mypy checks a class object against Hashable by its instances' unbound ``__hash__`` and
+    # refuses it; every class is hashable.
+    for key in _builtin_fields(type(error)):  # type: ignore[arg-type]
         value = getattr(error, key, None)
         if value is not None:
             found.append((key, value))
@@ -485,7 +487,7 @@ def encode_error(codec: Codec, error: BaseException) -> Value:
         return codec.encode_unlimited({**error_to_json(short), "stack": ""})
 
 
-def is_error_json(obj: Any) -> bool:
+def is_error_json(obj: Any) -> TypeGuard[dict[str, Any]]:
     """An encoded error: ``error``, or ``aggregate_error`` (with its ``errors`` list)."""
     return isinstance(obj, dict) and obj.get("__type") in ("error", AGGREGATE_ERROR)
 
@@ -543,7 +545,7 @@ def _error_from_record(obj: dict[str, Any], depth: int) -> Exception:
         return _error_from_record(value, deeper) if is_error_json(value) else value
 
     follow = deeper < _ERROR_DEPTH
-    raw = obj.get("errors")
+    raw: Any = obj.get("errors")  # unchecked JSON: checked as a list just below
     group = obj.get("__type") == AGGREGATE_ERROR and isinstance(raw, list)
     errors = [part(e) for e in raw] if group and follow else []
     raw_args = obj.get("args")
@@ -592,13 +594,13 @@ def _rebuilt(
     try:
         error = kind.__new__(kind, *args)
         if isinstance(kind.__init__, types.WrapperDescriptorType):
-            error.__init__(*args)
+            kind.__init__(error, *args)
         error.args = args
     except Exception:
         return None
     if not isinstance(error, Exception):
         return None
-    fields = _builtin_fields(type(error))
+    fields = _builtin_fields(type(error))  # type: ignore[arg-type]  # as in _attributes
     for key, value in attributes.items():
         if key not in fields:
             error.__dict__[key] = value

@@ -25,7 +25,7 @@ import random as _random
 import uuid as _uuid
 from collections.abc import Awaitable, Callable, Generator, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Concatenate, Generic, NamedTuple, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Generic, NamedTuple, ParamSpec, TypeVar, cast, overload
 
 from troth.protocol.ids import child_id, descends
 from troth.protocol.records import (
@@ -95,7 +95,8 @@ class DurableFuture(Generic[T]):
             for id in self._wake:
                 self._execution.block_on(id)
             raise Suspended()
-        return result_of(record, self._execution.runtime.codec, self._hint)
+        # The value was encoded from the function's T and is decoded back by its hint.
+        return cast(T, result_of(record, self._execution.runtime.codec, self._hint))
 
     def __repr__(self) -> str:
         return f"<DurableFuture {self.id}>"

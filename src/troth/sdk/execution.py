@@ -189,8 +189,9 @@ class Execution:
             signal = Aborted(str(ServerError("promise.get", status, str(body))))
             self.stop(signal)
             raise signal
-        self.runtime.settled.add(body.promise)
-        return body.promise
+        record: PromiseRecord = body.promise  # a 200 to promise.get carries a PromiseResponse
+        self.runtime.settled.add(record)
+        return record
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -305,8 +306,9 @@ class Execution:
         if body.promise is None:
             raise ServerError(action.kind, body.status, "refused inside task.fence")
         self.learn(body.preload)
-        self.runtime.settled.add(body.promise)
-        return body.promise
+        record: PromiseRecord = body.promise
+        self.runtime.settled.add(record)
+        return record
 
     async def create(self, request: PromiseCreateRequest) -> PromiseRecord:
         return await self.fence(FenceAction("promise.create", request, action_head()))

@@ -164,7 +164,7 @@ class LocalNetwork:
 
     async def _wait(self, deadline: int | None) -> None:
         """Until the deadline, or until a request may have changed it."""
-        waits = [asyncio.ensure_future(self._poke.wait())]
+        waits: list[asyncio.Future[object]] = [asyncio.ensure_future(self._poke.wait())]
         if deadline is not None:
             waits.append(
                 asyncio.ensure_future(self.clock.sleep((deadline - self.clock.now()) / 1000))

@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from troth.protocol.ids import origin
@@ -50,7 +50,7 @@ from troth.protocol.requests import (
     TaskReleaseRequest,
     TaskSuspendRequest,
 )
-from troth.protocol.responses import PromiseResponse, Reply, TaskClaimResponse
+from troth.protocol.responses import PromiseResponse, TaskClaimResponse
 from troth.sdk import attempts
 from troth.sdk.client import halt_record, halt_records, halt_value
 from troth.sdk.codec import convert, encode_error
@@ -148,7 +148,7 @@ class Worker:
         self.held.clear()
         self.runtime.leases.clear()
 
-    def spawn(self, work: Any) -> asyncio.Task[None]:
+    def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         job = asyncio.ensure_future(work)
         self._jobs.add(job)
         job.add_done_callback(self._jobs.discard)
@@ -215,7 +215,7 @@ class Worker:
                 del self.held[held.id]
                 del self.runtime.leases[held.id]
 
-    async def _run(self, task: HeldTask, root: PromiseRecord, preload: list[PromiseRecord]):
+    async def _run(self, task: HeldTask, root: PromiseRecord, preload: list[PromiseRecord]) -> None:
         if is_timer(root.tags):
             # A sleep created by an SDK that targets its timers: nothing to run; its deadline
             # settles it. Let the lease lapse rather than release (a release re-dispatches).
@@ -348,7 +348,9 @@ class Worker:
         else:
             log.warning("task.fulfill %s answered %s: %s", task.id, status, body)
 
-    async def _settle_root(self, task: HeldTask, state: SettleState, value: Value) -> Reply:
+    async def _settle_root(
+        self, task: HeldTask, state: SettleState, value: Value
+    ) -> tuple[int, Any]:
         settle = PromiseSettleRequest(task.id, state, value)
         request = TaskFulfillRequest(
             task.id, task.version, SettleAction("promise.settle", action_head(), settle)

@@ -29,7 +29,10 @@ class _Unblock(msgspec.Struct):
 
 
 # A Message's data is an untagged union msgspec cannot decode; the row's kind picks.
-_messages = {"execute": msgspec.json.Decoder(_Execute), "unblock": msgspec.json.Decoder(_Unblock)}
+_messages: dict[str, msgspec.json.Decoder[_Execute] | msgspec.json.Decoder[_Unblock]] = {
+    "execute": msgspec.json.Decoder(_Execute),
+    "unblock": msgspec.json.Decoder(_Unblock),
+}
 
 
 def text(obj: Any) -> str:

@@ -348,8 +348,11 @@ class PostgresStore:
         granted = self._lock(namespace, timeout.id, wait=wait)
         armed = self._armed_query(timeout)
         rows = self._queue_object(timeout.id) if namespace is Namespace.PROMISE else None
-        if not wait and not granted.fetchone()[0]:
-            return None
+        if not wait:
+            row = granted.fetchone()
+            assert row is not None  # SELECT pg_try_advisory_xact_lock(...) answers one row
+            if not row[0]:
+                return None
         self._locked.add((namespace, timeout.id))
         if rows is not None:
             self._keep_object(timeout.id, *rows)
