@@ -256,3 +256,11 @@ def sdk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sdk]:
         yield s
     finally:
         s.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here runs an official SDK: marked ``interop`` (``-m "not interop"``)."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.path).parents:
+            item.add_marker(pytest.mark.interop)
