@@ -67,7 +67,15 @@ class VirtualTroth(Troth):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._jumper
             self._jumper = None
-        await super().stop()
+        # Stopping waits on this app's clock (the grace period, a retry's backoff): keep
+        # virtual time moving until it is done, or it would wait for ever.
+        stopping = asyncio.ensure_future(super().stop())
+        while not stopping.done():
+            wake = self.virtual_clock.next_wake()
+            if wake is not None:
+                self.virtual_clock.advance_to(wake)
+            await asyncio.wait([stopping], timeout=0.002)
+        await stopping
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
