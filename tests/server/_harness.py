@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -219,6 +220,28 @@ class SseClient:
         except TimeoutError:
             return
         raise AssertionError(f"unexpected message {message}")
+
+    def numbered(self, timeout: float = 5) -> tuple[int, dict[str, Any]]:
+        """The next frame of a stream opened with ``?ack=1``: its number and its JSON."""
+        deadline = time.monotonic() + timeout
+        while True:
+            frame = self.chunk(max(0.001, deadline - time.monotonic()))
+            if frame.startswith(b":"):
+                continue
+            id_line, data_line = frame.split(b"\n", 1)
+            assert id_line.startswith(b"id: ") and data_line.startswith(b"data: "), frame
+            return int(id_line[4:]), json.loads(data_line[len(b"data: ") : -2])
+
+    def ack(self, port: int, group: str, id: str, seen: int) -> int:
+        """Acknowledge frames up to ``seen``; the HTTP status."""
+        body = {"stream": self.headers["troth-stream"], "seen": seen}
+        return httpx.post(f"http://127.0.0.1:{port}/poll/{group}/{id}", json=body).status_code
+
+    def kill(self) -> None:
+        """Vanish as a killed process does: the peer sees a reset, and whatever was in this
+        socket's receive buffer is gone unread."""
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.sock.close()
 
     def close(self) -> None:
         self.sock.close()

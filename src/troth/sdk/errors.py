@@ -56,20 +56,11 @@ _DEADLINE_SOURCES = {
 
 
 class CanceledError(TrothError):
-    """The awaited promise was canceled (settled ``rejected_canceled``), or the execution
-    was asked to stop (``app.cancel``, see ``troth.sdk.cancellation``) and observes it here.
+    """The awaited promise was canceled (settled ``rejected_canceled``)."""
 
-    ``reason`` is what the canceler gave: a string, an exception (``TimedOutError`` when
-    an execution's ``grace`` period began), or None.
-    """
-
-    def __init__(self, promise_id: str, reason: str | BaseException | None = None) -> None:
-        message = f"promise {promise_id!r} was canceled"
-        if reason is not None:
-            message += f": {reason}"
-        super().__init__(message)
+    def __init__(self, promise_id: str) -> None:
+        super().__init__(f"promise {promise_id!r} was canceled")
         self.promise_id = promise_id
-        self.reason = reason
 
 
 class RemoteError(TrothError):

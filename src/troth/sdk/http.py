@@ -63,6 +63,7 @@ DEFAULT_REQUEST_RETRY = 30.0  # seconds a request keeps being retried before it 
 MAX_REQUEST_BACKOFF = 2.0  # a request's pause between rounds grows to this
 RETRY_STATUSES = frozenset({502, 503, 504})  # the server (or its proxy) may answer later
 RETRY_LOG_INTERVAL = 5.0  # seconds between warnings about the same outage
+ACK_DELAY = 0.01  # seconds an acknowledgement waits for more frames to acknowledge with it
 
 
 class _Head(msgspec.Struct, rename="camel"):
@@ -209,7 +210,7 @@ class HttpNetwork:
             try:
                 async with self._client.stream(
                     "GET",
-                    url + path,
+                    f"{url}{path}?ack=1",
                     headers={"Accept": "text/event-stream"},
                     timeout=httpx.Timeout(10.0, read=None),
                 ) as response:
@@ -218,9 +219,17 @@ class HttpNetwork:
                     backoff = MIN_BACKOFF
                     self.connected.set()
                     await on_connect()
-                    async for line in response.aiter_lines():
-                        if line.startswith("data:"):
-                            self._dispatch(line[5:].strip(), on_message)
+                    acks = _Acks(self._client, url + path, response.headers.get("troth-stream"))
+                    try:
+                        number = 0
+                        async for line in response.aiter_lines():
+                            if line.startswith("id:"):
+                                number = int(line[3:].strip() or 0)
+                            elif line.startswith("data:"):
+                                self._dispatch(line[5:].strip(), on_message)
+                                acks.handled(number)
+                    finally:
+                        await acks.close()
                 log.info("poll stream ended; reconnecting")
             except asyncio.CancelledError:
                 raise
@@ -240,6 +249,51 @@ class HttpNetwork:
             return
         if message is not None:
             on_message(message)
+
+
+class _Acks:
+    """Acknowledges the frames of a stream this process has handled (``POST`` of the highest
+    number to the stream's path), so the server stops holding them for redelivery. Frames
+    are acknowledged in batches: at most one request in flight, carrying the latest number.
+    A server that names no stream (one that does not hold frames) gets no acknowledgements;
+    a failed one is not retried, as the server then sends the frames again."""
+
+    def __init__(self, client: httpx.AsyncClient, url: str, stream: str | None) -> None:
+        self._client = client
+        self._url = url
+        self._stream = stream
+        self._seen = 0  # the highest frame number handled
+        self._sent = 0  # the highest number acknowledged
+        self._task: asyncio.Task[None] | None = None
+
+    def handled(self, number: int) -> None:
+        if self._stream is None or number <= self._seen:
+            return
+        self._seen = number
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._send(), name="troth-sse-acks")
+
+    async def _send(self) -> None:
+        await asyncio.sleep(ACK_DELAY)  # let frames that arrive together go in one request
+        while self._sent < self._seen:
+            seen = self._seen
+            try:
+                response = await self._client.post(
+                    self._url, json={"stream": self._stream, "seen": seen}
+                )
+            except httpx.HTTPError as e:
+                log.debug("acknowledging frames up to %d failed: %s", seen, e)
+                return
+            if response.status_code != 204:
+                log.debug("acknowledging frames up to %d: HTTP %d", seen, response.status_code)
+                return
+            self._sent = seen
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
 
 
 class _Outage:

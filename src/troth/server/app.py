@@ -4,6 +4,7 @@
 |-----------------------------------------|-------------------------------------------------|
 | ``POST /``                              | the RPC envelope (``rpc``); 405 for other verbs |
 | ``GET /poll/{group}/{id}``              | the worker's SSE stream (``sse``)               |
+| ``POST /poll/{group}/{id}``             | acknowledges frames of a stream (``sse``)       |
 | ``GET /health``                         | 200 while the process serves                    |
 | ``GET /ready``                          | 200 when storage answers a ping, else 503       |
 | ``/promises``, ``/tasks``, ``/schedules`` and below, any verb | 410: the pre-2026 REST API |
@@ -31,14 +32,13 @@ from troth.server.asgi import (
     read_body,
     respond,
 )
-from troth.server.auth import Auth, Denied, bearer
 from troth.server.clock import Clock
 from troth.server.config import ServerConfig
 from troth.server.delivery import DeliveryLoop
 from troth.server.poll import PollHub
 from troth.server.push import Pusher
 from troth.server.rpc import Rpc
-from troth.server.sse import stream
+from troth.server.sse import acknowledge, acknowledges, stream
 from troth.server.timeouts import TimeoutsLoop
 from troth.storage.service import Service
 
@@ -46,6 +46,7 @@ log = logging.getLogger("troth.server")
 
 _GONE = b'{"error":"This endpoint is no longer supported. Please update to the latest SDK."}'
 _LEGACY = ("/promises", "/tasks", "/schedules")
+_ACK_LIMIT = 1024  # bytes: an acknowledgement is a token and a number
 
 
 class App:
@@ -67,7 +68,6 @@ class App:
             config.push_retries,
             config.push_backoff,
             config.push_backoff_max,
-            token=config.push_auth_token,
         )
         self.delivery = DeliveryLoop(
             service,
@@ -77,9 +77,9 @@ class App:
             config.delivery_batch_size,
             config.delivery_interval,
             config.delivery_claim_ttl,
+            config.poll_unblock_hold,
         )
-        self.auth = Auth.from_config(config)
-        self.rpc = Rpc(service, self.clock, self.timeouts, config.debug, self.auth)
+        self.rpc = Rpc(service, self.clock, self.timeouts, config.debug)
         self._loops: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -138,8 +138,7 @@ class App:
             return
         except Disconnected:
             return
-        token = bearer(scope["headers"]) if self.auth is not None else None
-        status, response = await self.rpc(body, token)
+        status, response = await self.rpc(body)
         await respond(send, status, response, JSON, retry_after=1 if status == 503 else None)
 
     async def _poll(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -149,19 +148,20 @@ class App:
         if len(parts) != 4 or not parts[2] or not parts[3]:
             await respond(send, 404)
             return
-        if scope["method"] != "GET":
-            await respond(send, 405)
-            return
         group, id = (unquote_to_bytes(p).decode("utf-8", "replace") for p in parts[2:])
-        if self.auth is not None:
-            # troth scopes polls too (the reference only authenticates them): a token
-            # scoped to a prefix reads only the groups whose names start with it.
+        if scope["method"] == "POST":
             try:
-                self.auth.authenticate(bearer(scope["headers"])).check_group(group)
-            except Denied as e:
-                await respond(send, e.status, e.message.encode(), TEXT)
+                body = await read_body(scope, receive, _ACK_LIMIT)
+            except (BodyTooLarge, Disconnected):
+                await respond(send, 413, close=True)
                 return
-        await stream(self.hub, group, id, receive, send, self.config.poll_keepalive / 1000)
+            await acknowledge(self.hub, group, id, body, send)
+        elif scope["method"] == "GET":
+            keepalive = self.config.poll_keepalive / 1000
+            acks = acknowledges(scope.get("query_string", b""))
+            await stream(self.hub, group, id, receive, send, keepalive, acks)
+        else:
+            await respond(send, 405)
 
     async def _ready(self) -> bool:
         try:

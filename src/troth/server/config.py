@@ -17,12 +17,7 @@ def _setting(default: Any, help: str) -> Any:
 
 @dataclass(frozen=True)
 class ServerConfig:
-    host: str | None = _setting(
-        None,
-        "address to bind; unlike the reference server, troth without auth listens on loopback"
-        " only, unless given an address (then it warns at startup that it serves without"
-        " authentication)",
-    )
+    host: str = _setting("0.0.0.0", "address to bind")
     port: int = _setting(8001, "port to listen on")
     db: str = _setting(
         "troth.db", "SQLite database file, or a postgresql:// URL shared by several servers"
@@ -40,7 +35,15 @@ class ServerConfig:
     poll_buffer_size: int = _setting(100, "frames queued per SSE connection before it is full")
     poll_keepalive: int = _setting(10000, "ms between ': keepalive' comment frames")
     poll_write_timeout: int = _setting(
-        5000, "ms a frame may wait to be written before delivery tries elsewhere"
+        5000,
+        "ms a frame may wait to be written; a stream slower than that has stopped reading"
+        " and is closed, and delivery tries elsewhere",
+    )
+    poll_unblock_hold: int = _setting(
+        10000,
+        "ms an unblock written to a stream waits to be confirmed: acknowledged (streams"
+        " opened with ?ack=1, else the stream is closed) or, without acknowledgements, the"
+        " stream still open; one whose stream ends first is sent again",
     )
 
     push_concurrency: int = _setting(256, "HTTP push requests in flight at once")
@@ -63,38 +66,10 @@ class ServerConfig:
         " than that is skipped (0: none skipped, every missed occurrence is created, as in Lean)",
     )
 
-    auth_publickey: str | None = _setting(
-        None,
-        "PEM public key (RSA, EC or Ed25519) that verifies the JWTs of POST / and /poll;"
-        " 'none': the reference's unsigned mode (claims read, signatures NOT checked)",
-    )
-    auth_iss: str | None = _setting(None, "JWT issuer required in every token (claim iss)")
-    auth_aud: str | None = _setting(None, "JWT audience required in every token (claim aud)")
-    auth_token: str | None = _setting(
-        None,
-        "a shared secret: a request bearing it as its token has full access (set it in the"
-        " environment: a flag shows in ps)",
-    )
-    push_auth_token: str | None = _setting(
-        None, "token sent as 'Authorization: Bearer' with every HTTP push"
-    )
-
     pg_pool_size: int = _setting(10, "PostgreSQL connections per server (with a postgresql:// db)")
 
     shutdown_timeout: int = _setting(10000, "ms to finish in-flight requests on SIGTERM/SIGINT")
     log_level: str = _setting("info", "debug, info, warning or error")
-
-    @property
-    def authenticates(self) -> bool:
-        """Whether every client must prove who it is (unsigned mode proves nothing)."""
-        return self.auth_token is not None or self.auth_publickey not in (None, "none")
-
-    @property
-    def bind(self) -> str:
-        """The address to listen on: the one given, else loopback unless auth is on."""
-        if self.host is not None:
-            return self.host
-        return "0.0.0.0" if self.authenticates else "127.0.0.1"
 
     @property
     def url(self) -> str:
@@ -102,7 +77,7 @@ class ServerConfig:
         if self.server_url:
             return self.server_url
         # A wildcard bind address is not something a worker can connect to.
-        host = "localhost" if self.bind in ("0.0.0.0", "::", "") else self.bind
+        host = "localhost" if self.host in ("0.0.0.0", "::", "") else self.host
         if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{self.port}"

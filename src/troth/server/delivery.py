@@ -4,8 +4,11 @@ Redelivery rules (also in docs/delivery.md):
 
 - The outbox row is the only record of an undelivered message. A row is acknowledged
   (removed) only once its frame was written to a live poll connection, or its HTTP push
-  target answered 2xx. A crash before that leaves the row, and the next server delivers it:
-  delivery is at least once, and workers deduplicate by task version.
+  target answered 2xx. An unblock, which nothing else re-sends, must also be confirmed by
+  its stream (acknowledged, or the stream outlived ``unblock_hold``; ``PollHub.deliver``);
+  one whose stream ends first is delivered again at once. A crash before that leaves the
+  row, and the next server delivers it: delivery is at least once, and workers deduplicate
+  by task version.
 - A poll message with no connection that will take it stays in the outbox. A server does
   not even read the messages of groups it holds no connection for (``troth.storage.reach``),
   and reads again what it left behind when a connection registers or drains.
@@ -60,9 +63,9 @@ import msgspec
 from troth.engine import OutboxKey, outbox_key
 from troth.protocol.addresses import PollAddress, is_http, parse_poll
 from troth.protocol.responses import ExecuteHead
+from troth.server.poll import Outcome as PollOutcome
 from troth.server.poll import PollHub
 from troth.server.push import Outcome, Pusher
-from troth.server.sse import frame
 from troth.storage.service import Delivery, Service
 
 log = logging.getLogger("troth.delivery")
@@ -119,6 +122,7 @@ class DeliveryLoop:
         batch_size: int,
         interval_ms: int,
         claim_ttl_ms: int = 10000,
+        unblock_hold_ms: int = 10000,
     ) -> None:
         self._service = service
         self._hub = hub
@@ -130,6 +134,9 @@ class DeliveryLoop:
         # a push claim also covers a whole round, so a slow target is not pushed twice.
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._claim_ttl = claim_ttl_ms
+        # An unblock stays this server's while its stream confirms it (``PollHub.deliver``).
+        self._hold = unblock_hold_ms / 1000
+        self._poll_ttl = claim_ttl_ms + unblock_hold_ms
         self._push_ttl = claim_ttl_ms + round(pusher.round_time() * 1000)
         # Where the next page starts. In seq order (SQLite) it stays at the last row read
         # once a scan is through, so later passes read only new rows; else back to 0.
@@ -249,9 +256,7 @@ class DeliveryLoop:
             await self._hold_backoffs([d for d in rows if is_http(d.address)])
         polls = [
             self._start_poll(delivery, to_poll[delivery.seq])
-            for delivery in await self._claim(
-                [d for d in rows if d.seq in to_poll], self._claim_ttl
-            )
+            for delivery in await self._claim([d for d in rows if d.seq in to_poll], self._poll_ttl)
         ]
         if polls:
             self._collecting = True
@@ -278,11 +283,14 @@ class DeliveryLoop:
         return task
 
     async def _poll(self, delivery: Delivery, address: PollAddress) -> None:
-        delivered = False
+        # An execute counts once written: a lost one comes back through the task's retry.
+        # Nothing re-sends an unblock, so it counts only once its stream confirms it.
+        hold = self._hold if delivery.message.kind == "unblock" else None
+        outcome = PollOutcome.NOT_TAKEN
         try:
-            delivered = await self._hub.deliver(address, frame(self.wire(delivery)))
+            outcome = await self._hub.deliver(address, self.wire(delivery), hold)
         finally:
-            if delivered:
+            if outcome is PollOutcome.DELIVERED:
                 self._delivered.append(delivery)
                 if not self._collecting:
                     self._wake.set()  # its pass has already acknowledged: acknowledge soon
@@ -292,7 +300,10 @@ class DeliveryLoop:
                 # at the next interval.
                 self._given_up.append(delivery)
                 self._busy.discard(delivery.seq)
-                self._rescan_later = True
+                if outcome is PollOutcome.LOST:
+                    self._left_behind()  # look for a connection now: perhaps it reconnected
+                else:
+                    self._rescan_later = True
 
     # -- push -------------------------------------------------------------------------------
 

@@ -14,26 +14,51 @@ Routing (wire-protocol.md §10.2, with troth's choices where the reference drops
   the outbox for a later pass. A connection that turned a frame away for want of room
   calls ``on_drain`` once its queue is half empty, so that pass comes as soon as it can
   succeed, neither spinning on a full queue nor waiting for a timer.
+- A frame the deliverer asks to have *confirmed* (an unblock: nothing else re-sends it) is
+  not delivered until the connection shows it arrived. A stream opened with ``?ack=1``
+  numbers its frames (``id: n``) and its client acknowledges the highest number it has
+  handled (``POST /poll/{group}/{id}``); one that does not acknowledge within ``hold`` is
+  taken for stalled and closed. A stream without acknowledgements (the official SDKs) has
+  its frame confirmed by staying open for ``hold`` after writing it. Either way, a stream
+  that ends first has lost the frame, and the message is delivered again.
+- A connection that does not write a frame within ``write_timeout`` has stopped reading:
+  it is closed, so that it neither holds messages nor blocks its group.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
+import logging
+import secrets
 from collections import deque
 from collections.abc import Callable
 
 from troth.protocol.addresses import PollAddress
 
+log = logging.getLogger(__name__)
+
+
+class Outcome(enum.Enum):
+    """What became of a message offered to a poll address."""
+
+    DELIVERED = "delivered"  # written (and confirmed, when asked)
+    NOT_TAKEN = "not taken"  # no connection took it
+    LOST = "lost"  # written to a connection that ended (or stalled) before confirming it
+
 
 class _Pending:
-    """A frame waiting in a connection's queue, and who is waiting to hear it was written."""
+    """A message waiting in a connection's queue, and who is waiting to hear of it."""
 
-    __slots__ = ("frame", "written")
+    __slots__ = ("confirmed", "message", "number", "written")
 
-    def __init__(self, frame: bytes) -> None:
-        self.frame = frame
-        self.written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    def __init__(self, message: bytes, confirm: bool) -> None:
+        loop = asyncio.get_running_loop()
+        self.message = message  # the message JSON; the writer frames it
+        self.number = 0  # the frame's number on its stream, once written
+        self.written: asyncio.Future[bool] = loop.create_future()
+        self.confirmed: asyncio.Future[bool] | None = loop.create_future() if confirm else None
 
 
 class PollConnection:
@@ -42,32 +67,43 @@ class PollConnection:
     _ids = itertools.count()
 
     def __init__(
-        self, group: str, id: str, capacity: int, on_drain: Callable[[], None] = lambda: None
+        self,
+        group: str,
+        id: str,
+        capacity: int,
+        on_drain: Callable[[], None] = lambda: None,
+        acks: bool = False,
     ) -> None:
         self.group = group
         self.id = id
         self.serial = next(self._ids)  # registration order, newest = largest
+        self.acks = acks  # its client acknowledges what it handled
+        self.token = secrets.token_urlsafe(12)  # names the stream in acknowledgements
         self.closed = False
+        self.writer: asyncio.Task[None] | None = None  # cancelled to drop a stalled stream
         self._capacity = capacity
         self._queue: deque[_Pending] = deque()
         self._wakeup = asyncio.Event()
+        self._ended = asyncio.Event()
         self._on_drain = on_drain
         self._refused = False  # an offer found the queue full since it last drained
+        self._numbers = itertools.count(1)
+        self._unacked: dict[int, asyncio.Future[bool]] = {}  # by frame number, ascending
 
-    def offer(self, frame: bytes) -> asyncio.Future[bool] | None:
-        """Queue a frame; None when the connection is closed or its queue is full."""
+    def offer(self, message: bytes, confirm: bool = False) -> _Pending | None:
+        """Queue a message; None when the connection is closed or its queue is full."""
         if self.closed:
             return None
         if len(self._queue) >= self._capacity:
             self._refused = True
             return None
-        pending = _Pending(frame)
+        pending = _Pending(message, confirm)
         self._queue.append(pending)
         self._wakeup.set()
-        return pending.written
+        return pending
 
     async def take(self, timeout: float) -> _Pending | None:
-        """The next frame to write, or None after ``timeout`` seconds or once closed."""
+        """The next message to write, or None after ``timeout`` seconds or once closed."""
         while not self._queue and not self.closed:
             self._wakeup.clear()
             try:
@@ -85,14 +121,68 @@ class PollConnection:
             self._on_drain()
         return pending
 
+    def frame(self, pending: _Pending) -> bytes:
+        """The SSE frame for ``pending``, numbered on a stream that acknowledges."""
+        pending.number = next(self._numbers)
+        if not self.acks:
+            return b"data: " + pending.message + b"\n\n"
+        if pending.confirmed is not None:
+            self._unacked[pending.number] = pending.confirmed
+        return b"id: %d\ndata: %b\n\n" % (pending.number, pending.message)
+
+    def ack(self, seen: int) -> None:
+        """The client has handled every frame up to number ``seen``."""
+        while self._unacked:
+            number = next(iter(self._unacked))
+            if number > seen:
+                break
+            confirmed = self._unacked.pop(number)
+            if not confirmed.done():
+                confirmed.set_result(True)
+
+    async def confirmation(self, pending: _Pending, hold: float) -> bool:
+        """Whether the written ``pending`` arrived: acknowledged within ``hold`` seconds, or
+        (on a stream without acknowledgements) the stream still open after ``hold``."""
+        try:
+            async with asyncio.timeout(hold):
+                if pending.confirmed is not None and self.acks:
+                    return await pending.confirmed
+                await self._ended.wait()
+                return False
+        except TimeoutError:
+            if not self.acks:
+                return True
+        log.warning(
+            "closing the poll stream of %s/%s: frame %d not acknowledged within %.1f s",
+            self.group,
+            self.id,
+            pending.number,
+            hold,
+        )
+        self.abort()
+        return False
+
     def close(self) -> None:
-        """Stop taking frames; whoever waits on a queued frame hears it was not written."""
+        """Stop taking frames; whoever waits on a queued or unconfirmed frame hears it was not
+        delivered."""
         self.closed = True
+        self._ended.set()
         while self._queue:
             pending = self._queue.popleft()
             if not pending.written.done():
                 pending.written.set_result(False)
+        for confirmed in self._unacked.values():
+            if not confirmed.done():
+                confirmed.set_result(False)
+        self._unacked.clear()
         self._wakeup.set()
+
+    def abort(self) -> None:
+        """Close, and drop the connection too: its writer may be stuck on a peer that does
+        not read, which only ending the response frees."""
+        self.close()
+        if self.writer is not None:
+            self.writer.cancel()
 
 
 class PollHub:
@@ -109,6 +199,7 @@ class PollHub:
         self._on_connect = [on_connect]
         self._on_drain: list[Callable[[], None]] = []
         self._groups: dict[str, list[PollConnection]] = {}
+        self._streams: dict[str, PollConnection] = {}  # by token
         self._turn: dict[str, int] = {}
         self._count = 0
 
@@ -116,12 +207,13 @@ class PollHub:
     def count(self) -> int:
         return self._count
 
-    def register(self, group: str, id: str) -> PollConnection | None:
+    def register(self, group: str, id: str, acks: bool = False) -> PollConnection | None:
         """A new connection, or None when the hub is at capacity."""
         if self._count >= self._max:
             return None
-        connection = PollConnection(group, id, self._buffer_size, self._drained)
+        connection = PollConnection(group, id, self._buffer_size, self._drained, acks)
         self._groups.setdefault(group, []).append(connection)
+        self._streams[connection.token] = connection
         self._count += 1
         # Messages held back for want of a connection can go now.
         for callback in self._on_connect:
@@ -144,8 +236,17 @@ class PollHub:
         for callback in self._on_drain:
             callback()
 
+    def ack(self, group: str, id: str, token: str, seen: int) -> bool:
+        """Note a stream's acknowledgement; False if no such stream is open here."""
+        connection = self._streams.get(token)
+        if connection is None or (connection.group, connection.id) != (group, id):
+            return False
+        connection.ack(seen)
+        return True
+
     def unregister(self, connection: PollConnection) -> None:
         connection.close()
+        self._streams.pop(connection.token, None)
         members = self._groups.get(connection.group)
         if members is None or connection not in members:
             return
@@ -190,17 +291,31 @@ class PollHub:
             others = others[start:] + others[:start]
         return named + others
 
-    async def deliver(self, address: PollAddress, frame: bytes) -> bool:
-        """Write ``frame`` to the best live connection for ``address``; False if none took it."""
+    async def deliver(
+        self, address: PollAddress, message: bytes, hold: float | None = None
+    ) -> Outcome:
+        """Write ``message`` to the best live connection for ``address``; with ``hold``, also
+        wait up to that many seconds for the connection to confirm it arrived."""
         for connection in self.candidates(address):
-            written = connection.offer(frame)
-            if written is None:
+            pending = connection.offer(message, confirm=hold is not None)
+            if pending is None:
                 continue
             try:
                 # On timeout the future is cancelled, and the writer skips a cancelled frame.
                 async with asyncio.timeout(self._write_timeout):
-                    if await written:
-                        return True
+                    written = await pending.written
             except TimeoutError:
-                pass
-        return False
+                log.warning(
+                    "closing the poll stream of %s/%s: a frame waited %.1f s to be written",
+                    connection.group,
+                    connection.id,
+                    self._write_timeout,
+                )
+                connection.abort()
+                continue
+            if not written:
+                continue
+            if hold is None or await connection.confirmation(pending, hold):
+                return Outcome.DELIVERED
+            return Outcome.LOST  # time has passed: the caller looks for connections anew
+        return Outcome.NOT_TAKEN
