@@ -1,8 +1,9 @@
 """The ``troth`` command.
 
-- ``troth serve``: serve on ``0.0.0.0:8001``, storing to ``./troth.db``.
-- ``troth dev``: the same with debug mode on and a throwaway database in a temporary
-  directory (deleted on exit), unless ``--db`` names one.
+- ``troth serve``: serve on port 8001, storing to ``./troth.db``; on ``127.0.0.1`` unless auth
+  is on (then ``0.0.0.0``) or ``--host``/``TROTH_HOST`` names an address.
+- ``troth dev``: the same with debug mode on, a throwaway database in a temporary
+  directory (deleted on exit) unless ``--db`` names one, and on ``127.0.0.1`` unless told.
 - ``troth worker module:app``: run a worker process for a ``Troth`` app.
 
 Every setting of ``ServerConfig`` is a flag (``--tasks-retry-timeout 5000``) and an
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -26,8 +28,11 @@ from troth.server.config import ServerConfig
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+# Defaults that depend on other settings, as the help shows them (see ``ServerConfig.bind``).
+_SERVE_DEFAULTS = {"host": "127.0.0.1, or 0.0.0.0 with auth on"}
 # What ``troth dev`` does differently, as its help shows it (see ``config_from``, ``main``).
-_DEV_DEFAULTS = {"db": "a temporary file, deleted on exit", "debug": True}
+_DEV_DEFAULTS = {"db": "a temporary file, deleted on exit", "debug": True, "host": "127.0.0.1"}
 
 
 def _settings() -> list[dataclasses.Field[Any]]:
@@ -57,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     dev_help = "run the server in debug mode on a throwaway database"
     serve = commands.add_parser("serve", help=serve_help, description=serve_help)
     dev = commands.add_parser("dev", help=dev_help, description=dev_help)
-    for command, defaults in ((serve, {}), (dev, _DEV_DEFAULTS)):
+    for command, defaults in ((serve, _SERVE_DEFAULTS), (dev, _DEV_DEFAULTS)):
         for setting in _settings():
             help = f"{setting.metadata['help']} (env {_env(setting.name)})"
             default = defaults.get(setting.name, setting.default)
@@ -89,6 +94,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _metavar(name: str) -> str:
     """``--db PATH|URL``, ``--server-url URL``, ``--log-level LEVEL``."""
+    if name == "auth_publickey":
+        return "PATH|none"
     return "PATH|URL" if name == "db" else name.rsplit("_", 1)[-1].upper()
 
 
@@ -120,7 +127,17 @@ def config_from(args: argparse.Namespace, environ: dict[str, str]) -> ServerConf
             values[setting.name] = _from_env(setting, environ[_env(setting.name)])
     if dev and args.debug is None:
         values["debug"] = True
+    if dev and "host" not in values:
+        values["host"] = "127.0.0.1"  # debug.reset must not be one request away, auth or not
     config = ServerConfig(**values)
+    for name in ("auth_token", "push_auth_token"):
+        token = getattr(config, name)
+        # A bearer token is a b64token (RFC 6750): no spaces or line breaks to split a header.
+        if token is not None and not _TOKEN.fullmatch(token):
+            raise ValueError(
+                f"{_flag(name)} ({_env(name)}) must be a non-empty token of letters, digits"
+                " and -._~+/ (then = padding)"
+            )
     if config.log_level.lower() not in _LOG_LEVELS:
         raise ValueError(f"log level {config.log_level!r} is not one of {', '.join(_LOG_LEVELS)}")
     return config

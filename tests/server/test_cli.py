@@ -26,9 +26,9 @@ def config(argv: list[str], env: dict[str, str] | None = None) -> ServerConfig:
 
 def test_serve_defaults() -> None:
     c = config(["serve"])
-    assert (c.host, c.port, c.db, c.debug) == ("0.0.0.0", 8001, "troth.db", False)
+    assert (c.bind, c.port, c.db, c.debug) == ("127.0.0.1", 8001, "troth.db", False)
     assert (c.tasks_retry_timeout, c.max_body_bytes) == (5000, 2 * 1024 * 1024)
-    assert c.url == "http://localhost:8001"
+    assert c.url == "http://127.0.0.1:8001"
 
 
 def test_environment_configures_and_flags_win() -> None:

@@ -8,6 +8,7 @@ known, then the kind's ``data`` schema and its extra checks. Every failure is a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import msgspec
@@ -109,8 +110,24 @@ def _salvage(body: bytes) -> tuple[str, str]:
     )
 
 
+class Envelope(NamedTuple):
+    """A request whose envelope passed its checks; ``data`` is still raw JSON."""
+
+    kind: str
+    corr_id: str
+    data: bytes
+    auth: str | None = None
+    debug_time: int | None = None
+
+
 def decode_request(body: bytes) -> Request:
     """Parse and validate one request envelope; raise ``BadRequest`` on any client mistake."""
+    return decode_data(decode_envelope(body))
+
+
+def decode_envelope(body: bytes) -> Envelope:
+    """The envelope's own checks, in order: its shape, a non-empty ``kind``, ``data`` an
+    object, the version. The server authenticates between this and ``decode_data``."""
     try:
         env = _envelope_decoder.decode(body)
     except (msgspec.DecodeError, RecursionError) as e:
@@ -130,18 +147,29 @@ def decode_request(body: bytes) -> Request:
             kind,
             corr_id,
         )
+    return Envelope(kind, corr_id, env.data, env.head.auth, env.head.debug_time)
+
+
+def decode_data(envelope: Envelope, admit: Callable[[Data], None] | None = None) -> Request:
+    """The kind's ``data``, decoded and validated: an unknown kind, a schema error or a
+    failed check is a ``BadRequest``. ``admit`` sees the data once it has its shape and
+    before the checks, so an access check may refuse it whatever the checks would say."""
+    kind, corr_id = envelope.kind, envelope.corr_id
     spec = KINDS.get(kind)
     if spec is None:
         raise BadRequest(f"Unknown operation: {kind}", kind, corr_id)
     try:
-        data = _decode_fence(env.data) if kind == "task.fence" else _decoders[kind].decode(env.data)
+        raw = envelope.data
+        data = _decode_fence(raw) if kind == "task.fence" else _decoders[kind].decode(raw)
     except msgspec.DecodeError as e:
         raise BadRequest(f"Invalid request: {e}", kind, corr_id) from None
     except RecursionError:
         raise BadRequest(f"Invalid request: {_TOO_DEEP}", kind, corr_id) from None
+    if admit is not None:
+        admit(data)
     if spec.validate is not None and (errors := spec.validate(data)):
         raise BadRequest("; ".join(errors), kind, corr_id)
-    return Request(kind, corr_id, data, env.head.auth, env.head.debug_time)
+    return Request(kind, corr_id, data, envelope.auth, envelope.debug_time)
 
 
 def _decode_fence(raw: bytes) -> TaskFenceRequest:

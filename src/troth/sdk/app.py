@@ -32,7 +32,7 @@ from troth.protocol.responses import PromiseResponse, TaskClaimResponse
 from troth.sdk.client import Executions, Handle, Promises, Schedules, Waiter
 from troth.sdk.clock import Clock, WallClock
 from troth.sdk.codec import DEFAULT_MAX_VALUE_BYTES, Codec, Encryptor, parameter_hints
-from troth.sdk.context import Context
+from troth.sdk.context import Context, grace_tags
 from troth.sdk.errors import FunctionNotFoundError, IdempotencyConflictError, ServerError
 from troth.sdk.execution import SCOPE, Runtime, SettledCache
 from troth.sdk.network import Network, action_head, anycast, new_pid, target_address
@@ -326,10 +326,20 @@ class Troth(Starts):
         target: str | None = None,
         version: int | None = None,
         tags: Mapping[str, str] | None = None,
+        grace: timedelta | float | None = None,
     ) -> StartsWith:
         """``run`` and ``rpc`` with these options (see ``troth.sdk.options.Options``):
         ``app.options(target="payments", timeout=3600).rpc("pay-7", charge, "acct")``."""
-        return StartsWith(self, options(timeout, target=target, version=version, tags=tags))
+        opts = options(timeout, target=target, version=version, tags=tags, grace=grace)
+        return StartsWith(self, opts)
+
+    async def cancel(
+        self, id: str, reason: str | BaseException | None = None, *, detached: bool = False
+    ) -> None:
+        """Ask execution ``id`` to stop, cooperatively (``app.executions.cancel``): it
+        observes ``CanceledError`` with ``reason``, may clean up, and its descendants are
+        asked in turn. ``app.promises.cancel(id)`` ends it at once instead."""
+        await self.executions.cancel(id, reason, detached=detached)
 
     def _run(
         self,
@@ -341,6 +351,7 @@ class Troth(Starts):
     ) -> Handle[Any]:
         entry = self._entry(fn, opts.version)
         worker = self.worker
+        grace_tags(opts, *self._deadline(entry.fn, opts))  # a grace without a deadline: now
         started = self._start(id, self._create_run(worker, id, entry, args, kwargs, opts))
         return Handle(self, id, entry.hints[1], started)
 
@@ -356,6 +367,7 @@ class Troth(Starts):
         tags.update({ORIGIN: id, BRANCH: id, PARENT: id, **opts.tags})
         at, source = self._deadline(fn, opts)
         tags.update(deadline_tags(source))
+        tags.update(grace_tags(opts, at, source))
         started = self._start(id, self._create(PromiseCreateRequest(id, at, param, tags)))
         hint = None if isinstance(fn, str) else parameter_hints(fn)[1]
         return Handle(self, id, hint, started)
@@ -459,6 +471,7 @@ class Troth(Starts):
         tags.update({**work_tags(entry.name, args, kwargs), **opts.tags})
         at, source = self._deadline(entry.fn, opts)
         tags.update(deadline_tags(source))
+        tags.update(grace_tags(opts, at, source))
         create = PromiseCreateRequest(id, at, self.codec.encode(data), tags)
         action = CreateAction("promise.create", action_head(), create)
         request = TaskCreateRequest(self.pid, self.ttl_ms, action)

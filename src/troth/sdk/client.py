@@ -52,6 +52,7 @@ from troth.protocol.requests import (
     TaskGetRequest,
 )
 from troth.protocol.responses import PromiseResponse, ScheduleResponse, TaskGetResponse
+from troth.sdk.cancellation import cancel_request, reason_value
 from troth.sdk.codec import Codec, error_to_json, result_of
 from troth.sdk.errors import HaltedError, ServerError
 from troth.sdk.execution import SCOPE
@@ -478,6 +479,32 @@ class Executions:
             # Settled between the two reads.
             promise = await send_promise(network, "promise.get", PromiseGetRequest(id))
         return _SETTLED_STATUS.get(promise.state, ExecutionStatus.PENDING)
+
+    async def cancel(
+        self, id: str, reason: str | BaseException | None = None, *, detached: bool = False
+    ) -> None:
+        """Ask execution ``id`` to stop (see ``troth.sdk.cancellation``): it observes
+        ``CanceledError`` (with ``reason``) at its current durable call or its next one,
+        may clean up inside ``ctx.shield()``, and ends canceled unless it returns normally;
+        its live non-detached descendants are asked in turn (``detached=True``: those too).
+
+        Returns once the request is recorded, not when the execution has stopped (await
+        its handle's ``result()`` for that). An execution that has ended is left as it is.
+        ``ServerError`` (404) if there is no such execution. To end an execution at once,
+        without its cleanup or its children, settle its promise instead
+        (``app.promises.cancel(id)``)."""
+        network = self._app.runtime.network
+        root = await read_promise(network, id)
+        if root is None:
+            raise ServerError("promise.get", 404, f"no execution {id!r}")
+        if root.state != PromiseState.PENDING:
+            return
+        request = cancel_request(root)
+        record = await send_promise(network, "promise.create", request)
+        if record.state == PromiseState.PENDING:
+            value = reason_value(self._app.codec, reason, detached)
+            settle = PromiseSettleRequest(request.id, SettleState.RESOLVED, value)
+            await send_promise(network, "promise.settle", settle)
 
     async def resume(self, id: str) -> None:
         """Resume a halted execution (``task.continue``): a worker picks it up and replays

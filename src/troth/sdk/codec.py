@@ -620,10 +620,28 @@ def result_of(record: PromiseRecord, codec: Codec, hint: Any = None) -> Any:
     if state == PromiseState.REJECTED_TIMEDOUT:
         raise TimedOutError(record.id, record.timeout_at, record.tags.get("troth:deadline"))
     if state == PromiseState.REJECTED_CANCELED:
-        raise CanceledError(record.id)
+        raise canceled_error(record, codec)
     if state == PromiseState.REJECTED:
         obj = codec.decode(record.value)
         if is_error_json(obj):
             raise error_from_json(obj)
         raise RemoteError("rejected", repr(obj))
     raise ValueError(f"promise {record.id!r} is still pending")
+
+
+def canceled_error(record: PromiseRecord, codec: Codec) -> Exception:
+    """What a ``rejected_canceled`` promise raises: the ``CanceledError`` an execution ended
+    with (its reason kept), else one naming the promise and the value it was canceled with
+    (``app.promises.cancel(id, reason)``; another SDK's value is shown as it is)."""
+    try:
+        value = codec.decode(record.value)
+    except Exception:
+        value = None
+    if is_error_json(value):
+        error = error_from_json(value)
+        if isinstance(error, CanceledError):
+            return error
+        return CanceledError(record.id, error)
+    if value is None or value == {}:
+        return CanceledError(record.id)
+    return CanceledError(record.id, value if isinstance(value, str) else repr(value))

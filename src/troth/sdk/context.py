@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Concatenate, Generic, NamedTuple, ParamSpec, TypeVar, cast, overload
 
+import msgspec
+
 from troth.protocol.ids import child_id, descends
 from troth.protocol.records import (
     BRANCH,
@@ -41,9 +43,11 @@ from troth.protocol.records import (
 )
 from troth.protocol.requests import PromiseCreateRequest
 from troth.sdk import attempts
+from troth.sdk.cancellation import CANCEL_AT_TAG, CANCELED_TAG
 from troth.sdk.codec import encode_error, parameter_hints, result_of
 from troth.sdk.errors import (
     AttemptInterruptedError,
+    CanceledError,
     ExecutionSignal,
     FunctionNotFoundError,
     Suspended,
@@ -62,6 +66,7 @@ from troth.sdk.options import (
 from troth.sdk.registry import function_name, invocation_data, takes_context
 from troth.sdk.replay import STEP_TAG, Call, digest
 from troth.sdk.retry import Exponential, Never, RetryPolicy, next_retry
+from troth.sdk.saga import Saga
 
 log = logging.getLogger("troth.sdk")
 
@@ -136,6 +141,7 @@ class Step(NamedTuple):
     policy: RetryPolicy
     opts: Options
     timeouts: list[tuple[timedelta | None, DeadlineSource]]  # deadline choices, in order
+    shielded: bool  # made inside ``ctx.shield()``: a cancellation does not stop it
 
 
 class Calls:
@@ -238,9 +244,29 @@ class CallsWith(Calls):
         self._opts = opts
 
 
+class Shield:
+    """``async with ctx.shield():`` — durable calls made inside are not stopped by a
+    cancellation, whenever it comes: a cleanup's steps run and are recorded."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+
+    async def __aenter__(self) -> None:
+        self._ctx._shields += 1
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._ctx._shields -= 1
+
+
 class Context(Calls):
     def __init__(
-        self, execution: Execution, id: str, origin: str, branch: str, timeout_at: int
+        self,
+        execution: Execution,
+        id: str,
+        origin: str,
+        branch: str,
+        timeout_at: int,
+        shielded: bool = False,
     ) -> None:
         self._execution = execution
         self._seq = 0
@@ -251,6 +277,8 @@ class Context(Calls):
         self.attempt = 1
         self._ctx = self
         self._opts = Options()
+        self._inherited_shield = shielded  # a durable function run from inside a shield
+        self._shields = 0
 
     def options(
         self,
@@ -262,11 +290,46 @@ class Context(Calls):
         version: int | None = None,
         id: str | None = None,
         tags: Mapping[str, str] | None = None,
+        grace: timedelta | float | None = None,
     ) -> CallsWith:
         """The durable calls (``run``, ``rpc``, ``detached``) made with these options (see
         ``troth.sdk.options.Options``): ``ctx.options(timeout=30).run(fetch, url)``."""
-        opts = options(timeout, retry, non_retryable, target, version, id, tags)
+        opts = options(timeout, retry, non_retryable, target, version, id, tags, grace)
         return CallsWith(self, opts)
+
+    # -- cancellation and compensation ---------------------------------------------------
+
+    @property
+    def shielded(self) -> bool:
+        """True inside ``ctx.shield()`` (or in a durable function run from inside one)."""
+        return self._inherited_shield or self._shields > 0
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once this execution was asked to stop (its durable calls outside a shield
+        raise ``CanceledError`` from then on)."""
+        return self._execution.cancellation is not None
+
+    def shield(self) -> Shield:
+        """A scope whose durable calls a cancellation does not stop, for cleanup::
+
+        try:
+            await ctx.sleep(3600)
+        except CanceledError:
+            async with ctx.shield():
+                await ctx.run(release, order)
+            raise
+        """
+        return Shield(self)
+
+    def saga(self, *, parallel: bool = False) -> Saga:
+        """Compensations for the steps of a block (see ``troth.sdk.saga``)::
+
+        async with ctx.saga() as saga:
+            r = await ctx.run(reserve, order)
+            saga.on_failure(release, r)
+        """
+        return Saga(self, parallel)
 
     # -- local steps ------------------------------------------------------------------------
 
@@ -292,7 +355,13 @@ class Context(Calls):
             (opts.timeout, DeadlineSource.OPTION),
             (entry.timeout if entry else None, DeadlineSource.REGISTER),
         ]
-        step = Step(Call("run", name, digest(args, kwargs)), func, durable, policy, opts, timeouts)
+        if opts.grace is not None:
+            raise ValueError(
+                "the grace option applies to executions (ctx.rpc, ctx.detached, app.run, "
+                "app.rpc), not to a step run in this execution"
+            )
+        call = Call("run", name, digest(args, kwargs))
+        step = Step(call, func, durable, policy, opts, timeouts, self.shielded)
         id = self._next(opts.id)
         task = self._execution.spawn(self._local(id, step, args, kwargs), step=True)
         return DurableFuture(self._execution, id, task, parameter_hints(func)[1])
@@ -314,7 +383,7 @@ class Context(Calls):
         """A value made once and recorded: a step of its own kind, so that a replay whose
         code no longer makes it (or makes it elsewhere) is refused, not shifted."""
         self._guard()
-        step = Step(Call(kind), make, False, Never(), Options(), [])
+        step = Step(Call(kind), make, False, Never(), Options(), [], self.shielded)
         id = self._next(None)
         task = self._execution.spawn(self._local(id, step, (), {}), step=True)
         return DurableFuture(self._execution, id, task, hint)
@@ -328,6 +397,8 @@ class Context(Calls):
             tags = {SCOPE: "local", **self._lineage(id, own_branch=False), **step.call.tags()}
             tags[RUN_TAG] = execution.run_id
             tags.update(step.opts.tags)
+            if execution.canceled(step.shielded) is not None:
+                tags[CANCELED_TAG] = "true"  # refused, in this run and every replay
             param = execution.runtime.codec.encode({"func": step.call.name or step.call.kind})
             now = execution.runtime.clock.now()
             at, source = deadline(now, step.timeouts, self.timeout_at)
@@ -336,6 +407,8 @@ class Context(Calls):
         execution.check(record, step.call)
         if record.state != PromiseState.PENDING:
             return record
+        if CANCELED_TAG in record.tags:
+            return await self._refuse(record)
         state, value = await self._attempts(record, step, args, kwargs)
         try:
             return await execution.settle(id, state, value)
@@ -370,10 +443,13 @@ class Context(Calls):
             if wait is None:
                 return SettleState.REJECTED, encode_error(runtime.codec, error)
             await attempts.record_failure(execution, record, attempt, error, wait)
-            await execution.pause(wait)
+            if await execution.pause(wait, cancelable=not step.shielded):
+                return self._canceled()
             attempt += 1
         elif resume_at is not None:
-            await execution.pause(max(0.0, (resume_at - runtime.clock.now()) / 1000))
+            wait = max(0.0, (resume_at - runtime.clock.now()) / 1000)
+            if await execution.pause(wait, cancelable=not step.shielded):
+                return self._canceled()
         while True:
             if signal := execution.lost():
                 raise signal
@@ -381,7 +457,12 @@ class Context(Calls):
                 child = None
                 if step.durable:
                     child = Context(
-                        execution, record.id, self.origin, self.branch, record.timeout_at
+                        execution,
+                        record.id,
+                        self.origin,
+                        self.branch,
+                        record.timeout_at,
+                        step.shielded,
                     )
                     child.attempt = attempt
                 result = await invoke(runtime, step.fn, child, args, kwargs)
@@ -390,6 +471,8 @@ class Context(Calls):
                 raise
             except Exception as e:
                 error = e
+            if isinstance(error, CanceledError):  # never retried: it ends as canceled
+                return SettleState.REJECTED_CANCELED, encode_error(runtime.codec, error)
             wait = self._retry(step, attempt, error, record)
             if wait is None:
                 return SettleState.REJECTED, encode_error(runtime.codec, error)
@@ -401,8 +484,20 @@ class Context(Calls):
                 wait,
             )
             await attempts.record_failure(execution, record, attempt, error, wait)
-            await execution.pause(wait)
+            if await execution.pause(wait, cancelable=not step.shielded):
+                return self._canceled()
             attempt += 1
+
+    def _canceled(self) -> tuple[SettleState, Value]:
+        """A step given up because its execution was canceled (between attempts)."""
+        execution = self._execution
+        error = execution.canceled(False) or CanceledError(execution.root.id)
+        return SettleState.REJECTED_CANCELED, encode_error(execution.runtime.codec, error)
+
+    async def _refuse(self, record: PromiseRecord) -> PromiseRecord:
+        """Settle a call's pending record as canceled: it raises ``CanceledError``."""
+        state, value = self._canceled()
+        return await self._execution.settle(record.id, state, value)
 
     def _retry(
         self, step: Step, attempt: int, error: Exception, record: PromiseRecord
@@ -446,6 +541,7 @@ class Context(Calls):
         ]
         at, source = deadline(runtime.clock.now(), choices, cap)
         tags.update(deadline_tags(source))
+        tags.update(grace_tags(opts, at, source))
         request = PromiseCreateRequest(id, at, param, tags)
         return self._child(id, call, request, hint)
 
@@ -506,10 +602,16 @@ class Context(Calls):
         its deadline, for promises the server does not time out on its own (see below)."""
         execution = self._execution
         timer_id = child_id(id, "deadline")
+        shielded = self.shielded
 
         async def create() -> PromiseRecord:
-            record = execution.recorded(id) or await execution.create(request)
+            record = execution.recorded(id)
+            if record is None:
+                refused = execution.canceled(shielded) is not None
+                record = await execution.create(_refused(request) if refused else request)
             execution.check(record, call)
+            if record.state == PromiseState.PENDING:
+                record = await self._pending(record, call.kind, shielded)
             if deadline_timer and record.state == PromiseState.PENDING:
                 # A promise without a target is not swept at its deadline (Lean arms promise
                 # timeouts only for targeted and timer promises), so nothing would resume an
@@ -523,6 +625,21 @@ class Context(Calls):
 
         wake = (timer_id,) if deadline_timer else ()
         return DurableFuture(execution, id, execution.spawn(create()), hint, wake)
+
+    async def _pending(self, record: PromiseRecord, kind: str, shielded: bool) -> PromiseRecord:
+        """What a canceled execution does with a pending child promise: a refused call's
+        record and its own sleep or promise are settled canceled (the await raises); a
+        remote child is asked to stop in turn, and awaited for its outcome."""
+        execution = self._execution
+        if CANCELED_TAG in record.tags:
+            return await self._refuse(record)
+        if kind in ("sleep", "promise"):
+            ours = descends(record.id, execution.root.id)
+            if ours and execution.canceled(shielded) is not None:
+                return await self._refuse(record)
+        elif kind in ("rpc", "detached"):
+            execution.track_remote(record, kind == "detached", shielded)
+        return record
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -579,3 +696,21 @@ class Context(Calls):
         name = entry.name if entry else function_name(fn)
         version = opts.version or (entry.version if entry else None)
         return name, version, parameter_hints(fn)[1], entry.timeout if entry else None
+
+
+def _refused(request: PromiseCreateRequest) -> PromiseCreateRequest:
+    """The record of a call refused because its execution was canceled: its own tags, so
+    the replay check knows it, but no target (nothing is to run it)."""
+    tags = {k: v for k, v in request.tags.items() if k != TARGET}
+    tags[CANCELED_TAG] = "true"
+    return msgspec.structs.replace(request, tags=tags)
+
+
+def grace_tags(opts: Options, at: int, source: DeadlineSource | None) -> dict[str, str]:
+    """The root tag of an execution started with the ``grace`` option: when it is canceled
+    cooperatively (``TimedOutError``), ``grace`` before its deadline ``at``."""
+    if opts.grace is None:
+        return {}
+    if source is None:
+        raise ValueError("the grace option needs a deadline: give a timeout as well")
+    return {CANCEL_AT_TAG: str(max(0, at - round(opts.grace.total_seconds() * 1000)))}

@@ -56,11 +56,20 @@ _DEADLINE_SOURCES = {
 
 
 class CanceledError(TrothError):
-    """The awaited promise was canceled (settled ``rejected_canceled``)."""
+    """The awaited promise was canceled (settled ``rejected_canceled``), or the execution
+    was asked to stop (``app.cancel``, see ``troth.sdk.cancellation``) and observes it here.
 
-    def __init__(self, promise_id: str) -> None:
-        super().__init__(f"promise {promise_id!r} was canceled")
+    ``reason`` is what the canceler gave: a string, an exception (``TimedOutError`` when
+    an execution's ``grace`` period began), or None.
+    """
+
+    def __init__(self, promise_id: str, reason: str | BaseException | None = None) -> None:
+        message = f"promise {promise_id!r} was canceled"
+        if reason is not None:
+            message += f": {reason}"
+        super().__init__(message)
         self.promise_id = promise_id
+        self.reason = reason
 
 
 class RemoteError(TrothError):

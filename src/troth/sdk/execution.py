@@ -34,13 +34,24 @@ from troth.protocol.requests import (
     FenceAction,
     PromiseCreateRequest,
     PromiseGetRequest,
+    PromiseRegisterListenerRequest,
     PromiseSettleRequest,
     TaskFenceRequest,
+)
+from troth.protocol.responses import PromiseResponse
+from troth.sdk.cancellation import (
+    CANCEL_AT_TAG,
+    WATCH_DELAY,
+    Cancellation,
+    cancel_id,
+    cancel_request,
+    received,
 )
 from troth.sdk.clock import Clock
 from troth.sdk.codec import Codec
 from troth.sdk.errors import (
     Aborted,
+    CanceledError,
     ExecutionSignal,
     LeaseLost,
     NetworkError,
@@ -50,7 +61,7 @@ from troth.sdk.errors import (
     Suspended,
     UnstorableValueError,
 )
-from troth.sdk.network import FenceReply, Network, action_head
+from troth.sdk.network import FenceReply, Network, action_head, unicast
 from troth.sdk.registry import Registry
 from troth.sdk.replay import Call
 
@@ -107,6 +118,8 @@ class Runtime:
     # Set when the worker stops: no durable call starts and every wait ends (see
     # ``Execution.refuse`` and ``Execution.pause``).
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    # Runs listening for their cancellation, by cancel promise id (see ``Execution.watch``).
+    watching: dict[str, Execution] = field(default_factory=dict)
 
 
 class TaskRef(NamedTuple):
@@ -130,7 +143,11 @@ class Abort(NamedTuple):
     signal: ExecutionSignal
 
 
-Outcome = Done | Failed | Suspend | Abort
+class Rerun(NamedTuple):
+    """Canceled while it ran, and then blocked: replay at once, knowing it from the start."""
+
+
+Outcome = Done | Failed | Suspend | Abort | Rerun
 
 # Set inside the task that runs a local step, so that a step may keep issuing durable
 # calls while its execution drains (see ``Execution.spawn``).
@@ -149,6 +166,19 @@ class Execution:
         self.draining = False
         self.signal: ExecutionSignal | None = None
         self.learn(preload)
+        # Cancellation (``troth.sdk.cancellation``): the cancel promise as last seen (None
+        # while not known to exist), what it holds, and the remote children made in this
+        # run (id -> record, detached, shielded), to be asked to stop in turn.
+        self.cancel_id = cancel_id(root.id)
+        found = [r for r in preload if r.id == self.cancel_id]
+        self.cancel_record = found[0] if found else runtime.settled.get(self.cancel_id)
+        self.cancellation: Cancellation | None = received(self.cancel_record, root, runtime.codec)
+        self.canceled_at_start = self.cancellation is not None
+        self.cancel_event = asyncio.Event()
+        if self.cancellation is not None:
+            self.cancel_event.set()
+        self.remote: dict[str, tuple[PromiseRecord, bool, bool]] = {}
+        self._asked: set[str] = set()
 
     # -- the history ------------------------------------------------------------------------
 
@@ -233,22 +263,90 @@ class Execution:
             return Suspended()
         return None
 
-    async def pause(self, seconds: float) -> None:
+    async def pause(self, seconds: float, cancelable: bool = False) -> bool:
         """Wait before a retry; a stopping worker ends the wait (the retry is recorded, so
-        the run that takes the task over waits out the rest)."""
+        the run that takes the task over waits out the rest), and so does a cancellation
+        if ``cancelable`` (True is returned then)."""
         stopping = self.runtime.stopping
-        if not stopping.is_set():
-            sleep = asyncio.ensure_future(self.runtime.clock.sleep(seconds))
-            stop = asyncio.ensure_future(stopping.wait())
+        canceled = cancelable and self.cancel_event.is_set()
+        if not stopping.is_set() and not canceled:
+            waits = [self.runtime.clock.sleep(seconds), stopping.wait()]
+            if cancelable:
+                waits.append(self.cancel_event.wait())
+            futures = [asyncio.ensure_future(w) for w in waits]
             try:
-                await asyncio.wait([sleep, stop], return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                sleep.cancel()
-                stop.cancel()
+                for future in futures:
+                    future.cancel()
         if stopping.is_set():
             signal = Stopping("the worker is stopping")
             self.stop(signal)
             raise signal
+        return cancelable and self.cancel_event.is_set()
+
+    # -- cancellation ---------------------------------------------------------------------
+
+    def canceled(self, shielded: bool) -> CanceledError | None:
+        """The error a durable call raises now: this execution was canceled, and the call
+        is not made inside ``ctx.shield()``."""
+        cancellation = self.cancellation
+        return cancellation.error if cancellation is not None and not shielded else None
+
+    def on_cancel(self, record: PromiseRecord) -> None:
+        """The cancel promise as just seen; if it holds a cancellation, receive it."""
+        self.cancel_record = record
+        if self.cancellation is not None:
+            return
+        self.cancellation = received(record, self.root, self.runtime.codec)
+        if self.cancellation is not None:
+            self.cancel_event.set()
+            for child, detached, shielded in list(self.remote.values()):
+                self._ask(child, detached, shielded)
+
+    def track_remote(self, child: PromiseRecord, detached: bool, shielded: bool) -> None:
+        """A remote child of this run, pending: ask it to stop once this execution is
+        canceled (at once if it is), unless it was made in a shield or is detached."""
+        self.remote[child.id] = (child, detached, shielded)
+        self._ask(child, detached, shielded)
+
+    def _ask(self, child: PromiseRecord, detached: bool, shielded: bool) -> None:
+        cancellation = self.cancellation
+        if cancellation is None or shielded or (detached and not cancellation.detached):
+            return
+        if child.id in self._asked or child.state != PromiseState.PENDING:
+            return
+        self._asked.add(child.id)
+        self.spawn(self._ask_child(child, cancellation.value))
+
+    async def _ask_child(self, child: PromiseRecord, value: Value) -> None:
+        request = cancel_request(child)
+        record = await self.create(request)
+        if record.state == PromiseState.PENDING:
+            await self.settle(request.id, SettleState.RESOLVED, value)
+
+    async def cancel_promise(self) -> PromiseRecord:
+        """This execution's cancel promise, created (pending) if it is not known to exist."""
+        if self.cancel_record is None:
+            self.on_cancel(await self.create(cancel_request(self.root)))
+        assert self.cancel_record is not None
+        return self.cancel_record
+
+    async def watch(self) -> None:
+        """Listen for this execution's cancellation while the run goes on: this process
+        is sent an unblock when it comes (``Worker.on_message`` hands it to ``on_cancel``)."""
+        if self.cancellation is not None:
+            return
+        await self.runtime.clock.sleep(WATCH_DELAY)
+        await self.cancel_promise()
+        network = self.runtime.network
+        self.runtime.watching[self.cancel_id] = self
+        listen = PromiseRegisterListenerRequest(
+            awaited=self.cancel_id, address=unicast(network.group, network.pid)
+        )
+        status, body = await network.send("promise.register_listener", listen)
+        if status == 200 and isinstance(body, PromiseResponse):
+            self.on_cancel(body.promise)
 
     def spawn(self, work: Coroutine[Any, Any, Any], step: bool = False) -> asyncio.Task[Any]:
         """Start a durable operation now, tracked so that the run waits for it to finish."""
@@ -321,27 +419,60 @@ class Execution:
 
     async def run(self, main: Coroutine[Any, Any, Any]) -> Outcome:
         """Drive ``main`` (the function called with its root context) until it blocks or ends."""
+        if CANCEL_AT_TAG in self.root.tags and self.cancel_record is None:
+            # A timeout with cleanup: its timer must exist before anything else happens.
+            blocked = await self._guarded(self.cancel_promise())
+            if blocked is not None:
+                main.close()
+                return blocked
+        watch = asyncio.ensure_future(self.watch())
         outcome: Outcome
         try:
-            outcome = Done(await main)
-        except asyncio.CancelledError:
-            for task in list(self.inflight):  # the worker is stopping: stop the steps too
-                task.cancel()
-            raise
-        except ExecutionSignal as signal:
-            outcome = Abort(signal)
-        except BaseExceptionGroup as group:
-            outcome = _classify_group(group)
-        except Exception as error:
-            outcome = Failed(error)
-        await self.drain()
+            try:
+                outcome = Done(await main)
+            except asyncio.CancelledError:
+                for task in list(self.inflight):  # the worker is stopping: stop the steps too
+                    task.cancel()
+                raise
+            except ExecutionSignal as signal:
+                outcome = Abort(signal)
+            except BaseExceptionGroup as group:
+                outcome = _classify_group(group)
+            except Exception as error:
+                outcome = Failed(error)
+            await self.drain()
+        finally:
+            watch.cancel()
+            if self.runtime.watching.get(self.cancel_id) is self:
+                del self.runtime.watching[self.cancel_id]
+            if watch.done() and not watch.cancelled() and watch.exception() is not None:
+                log.debug("listening for %s failed: %r", self.cancel_id, watch.exception())
         if self.signal is not None:
             return Abort(self.signal)
         if isinstance(outcome, Abort) and isinstance(outcome.signal, Suspended):
             if not self.awaited:
                 return Abort(Aborted("the function suspended without awaiting a promise"))
+            if self.cancellation is None:
+                # Every suspend awaits the cancel promise too, so a cancellation wakes it.
+                blocked = await self._guarded(self.cancel_promise())
+                if blocked is not None:
+                    return blocked
+            if self.cancellation is not None and not self.canceled_at_start:
+                return Rerun()
+            if self.cancellation is None:
+                self.awaited.add(self.cancel_id)
             return Suspend(sorted(self.awaited))
         return outcome
+
+    async def _guarded(self, write: Coroutine[Any, Any, Any]) -> Abort | None:
+        """Run a write of the run's own; the outcome to end with if it failed."""
+        try:
+            await write
+        except ExecutionSignal as signal:
+            return Abort(self.signal or signal)
+        except Exception as error:
+            return Abort(self.signal or Aborted(f"could not record {self.cancel_id}: {error}"))
+        return None
 
 
 def _classify_group(group: BaseExceptionGroup) -> Outcome:

@@ -49,7 +49,11 @@ class Options:
     - ``target``: the worker group (or full address) an rpc goes to;
     - ``version``: the registered version of the function to run;
     - ``id``: the promise's id, instead of the next position in the caller's history;
-    - ``tags``: extra tags on the call's promise.
+    - ``tags``: extra tags on the call's promise;
+    - ``grace``: for an execution (``rpc``, ``detached``, ``app.run``, ``app.rpc``) with a
+      deadline: it is canceled cooperatively, with a ``TimedOutError`` as the reason, this
+      long before the deadline, so that its cleanup can still record steps (see
+      ``troth.sdk.cancellation``).
     """
 
     timeout: timedelta | None = None
@@ -59,6 +63,7 @@ class Options:
     version: int | None = None
     id: str | None = None
     tags: Mapping[str, str] = field(default_factory=dict)
+    grace: timedelta | None = None
 
 
 def options(
@@ -69,6 +74,7 @@ def options(
     version: int | None = None,
     id: str | None = None,
     tags: Mapping[str, str] | None = None,
+    grace: timedelta | float | None = None,
 ) -> Options:
     """``Options`` with a timeout given as seconds accepted too."""
     return Options(
@@ -79,6 +85,7 @@ def options(
         version=version,
         id=id,
         tags=dict(tags or {}),
+        grace=as_timedelta(grace),
     )
 
 

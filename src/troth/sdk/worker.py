@@ -56,6 +56,7 @@ from troth.sdk.client import halt_record, halt_records, halt_value
 from troth.sdk.codec import convert, encode_error
 from troth.sdk.context import Context, invoke
 from troth.sdk.errors import (
+    CanceledError,
     ExecutionSignal,
     FunctionNotFoundError,
     LeaseLost,
@@ -69,6 +70,7 @@ from troth.sdk.execution import (
     Done,
     Execution,
     Failed,
+    Rerun,
     Runtime,
     Suspend,
 )
@@ -164,6 +166,9 @@ class Worker:
         elif isinstance(message, Unblock):
             self.runtime.settled.add(message.promise)
             self._on_settled(message.promise)
+            watching = self.runtime.watching.get(message.promise.id)
+            if watching is not None:  # a running execution's cancellation
+                watching.on_cancel(message.promise)
 
     async def _execute(self, message: Execute) -> None:
         setbacks = self._setbacks.get(message.task_id)
@@ -258,15 +263,15 @@ class Worker:
                 ctx.attempt = attempt
             outcome = await execution.run(invoke(self.runtime, entry.fn, ctx, args, kwargs))
             if isinstance(outcome, Done):
-                await self._fulfill(task, outcome.value, None)
+                await self._fulfill(execution, outcome.value, None)
                 return
             if isinstance(outcome, Failed):
                 error = outcome.error
                 wait = next_retry(
                     policy, attempt, error, (), self.runtime.clock.now(), root.timeout_at
                 )
-                if wait is None or isinstance(error, UnstorableValueError):
-                    await self._fulfill(task, None, error)
+                if wait is None or isinstance(error, UnstorableValueError | CanceledError):
+                    await self._fulfill(execution, None, error)
                     return
                 log.info(
                     "task %s failed (attempt %d: %r); retrying in %.3g s",
@@ -289,6 +294,9 @@ class Worker:
                 if resumed is None:
                     return
                 execution = Execution(self.runtime, task, root, resumed)
+                continue
+            if isinstance(outcome, Rerun):
+                execution = Execution(self.runtime, task, root, [])
                 continue
             assert isinstance(outcome, Abort)
             await self._abort(execution, outcome.signal)
@@ -318,9 +326,11 @@ class Worker:
     async def _send(self, kind: str, data: Any) -> tuple[int, Any]:
         return await self.runtime.network.send(kind, data)
 
-    async def _fulfill(self, task: HeldTask, value: Any, error: BaseException | None) -> None:
-        """Settle the root with the function's value, or its error; a value that cannot be
-        recorded rejects the root with ``UnstorableValueError`` instead."""
+    async def _fulfill(self, execution: Execution, value: Any, error: BaseException | None) -> None:
+        """Settle the root with the function's value, or its error (``rejected_canceled``
+        for a ``CanceledError``); a value that cannot be recorded rejects the root with
+        ``UnstorableValueError`` instead."""
+        task = execution.task
         codec = self.runtime.codec
         if error is None:
             try:
@@ -330,6 +340,8 @@ class Worker:
         if error is not None:
             encoded = encode_error(codec, error)
         state = SettleState.RESOLVED if error is None else SettleState.REJECTED
+        if isinstance(error, CanceledError):
+            state = SettleState.REJECTED_CANCELED
         status, body = await self._settle_root(task, state, encoded)
         if status == 413:
             refused = UnstorableValueError(
@@ -343,6 +355,9 @@ class Worker:
             self._setbacks.pop(task.id, None)
             self.runtime.settled.add(body.promise)
             self._on_settled(body.promise)
+            cancel = execution.cancel_record
+            if cancel is not None and cancel.state == PromiseState.PENDING:
+                self.spawn(self._tidy(cancel.id))
         elif status in (404, 409):
             log.debug("task %s was no longer ours to fulfill", task.id)
         else:
@@ -423,6 +438,14 @@ class Worker:
                 record.id, SettleState.RESOLVED, self.runtime.codec.encode(value)
             )
         self._on_settled(record)
+
+    async def _tidy(self, cancel_id: str) -> None:
+        """Settle an ended execution's cancel promise, which no cancellation can use now
+        (``rejected_canceled``: "no cancellation will come"); only tidiness, so a failure is
+        left to the promise's deadline."""
+        settle = PromiseSettleRequest(cancel_id, SettleState.REJECTED_CANCELED, Value())
+        with contextlib.suppress(Exception):
+            await self._send("promise.settle", settle)
 
     async def _release(self, task: HeldTask, setback: bool = True) -> None:
         if setback:

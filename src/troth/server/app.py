@@ -32,6 +32,7 @@ from troth.server.asgi import (
     read_body,
     respond,
 )
+from troth.server.auth import Auth, Denied, bearer
 from troth.server.clock import Clock
 from troth.server.config import ServerConfig
 from troth.server.delivery import DeliveryLoop
@@ -68,6 +69,7 @@ class App:
             config.push_retries,
             config.push_backoff,
             config.push_backoff_max,
+            token=config.push_auth_token,
         )
         self.delivery = DeliveryLoop(
             service,
@@ -79,7 +81,8 @@ class App:
             config.delivery_claim_ttl,
             config.poll_unblock_hold,
         )
-        self.rpc = Rpc(service, self.clock, self.timeouts, config.debug)
+        self.auth = Auth.from_config(config)
+        self.rpc = Rpc(service, self.clock, self.timeouts, config.debug, self.auth)
         self._loops: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
@@ -138,7 +141,8 @@ class App:
             return
         except Disconnected:
             return
-        status, response = await self.rpc(body)
+        token = bearer(scope["headers"]) if self.auth is not None else None
+        status, response = await self.rpc(body, token)
         await respond(send, status, response, JSON, retry_after=1 if status == 503 else None)
 
     async def _poll(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -149,6 +153,14 @@ class App:
             await respond(send, 404)
             return
         group, id = (unquote_to_bytes(p).decode("utf-8", "replace") for p in parts[2:])
+        if self.auth is not None:
+            # troth scopes polls too (the reference only authenticates them): a token
+            # scoped to a prefix reads only the groups whose names start with it.
+            try:
+                self.auth.authenticate(bearer(scope["headers"])).check_group(group)
+            except Denied as e:
+                await respond(send, e.status, e.message.encode(), TEXT)
+                return
         if scope["method"] == "POST":
             try:
                 body = await read_body(scope, receive, _ACK_LIMIT)

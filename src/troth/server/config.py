@@ -17,7 +17,12 @@ def _setting(default: Any, help: str) -> Any:
 
 @dataclass(frozen=True)
 class ServerConfig:
-    host: str = _setting("0.0.0.0", "address to bind")
+    host: str | None = _setting(
+        None,
+        "address to bind; unlike the reference server, troth without auth listens on loopback"
+        " only, unless given an address (then it warns at startup that it serves without"
+        " authentication)",
+    )
     port: int = _setting(8001, "port to listen on")
     db: str = _setting(
         "troth.db", "SQLite database file, or a postgresql:// URL shared by several servers"
@@ -66,10 +71,38 @@ class ServerConfig:
         " than that is skipped (0: none skipped, every missed occurrence is created, as in Lean)",
     )
 
+    auth_publickey: str | None = _setting(
+        None,
+        "PEM public key (RSA, EC or Ed25519) that verifies the JWTs of POST / and /poll;"
+        " 'none': the reference's unsigned mode (claims read, signatures NOT checked)",
+    )
+    auth_iss: str | None = _setting(None, "JWT issuer required in every token (claim iss)")
+    auth_aud: str | None = _setting(None, "JWT audience required in every token (claim aud)")
+    auth_token: str | None = _setting(
+        None,
+        "a shared secret: a request bearing it as its token has full access (set it in the"
+        " environment: a flag shows in ps)",
+    )
+    push_auth_token: str | None = _setting(
+        None, "token sent as 'Authorization: Bearer' with every HTTP push"
+    )
+
     pg_pool_size: int = _setting(10, "PostgreSQL connections per server (with a postgresql:// db)")
 
     shutdown_timeout: int = _setting(10000, "ms to finish in-flight requests on SIGTERM/SIGINT")
     log_level: str = _setting("info", "debug, info, warning or error")
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether every client must prove who it is (unsigned mode proves nothing)."""
+        return self.auth_token is not None or self.auth_publickey not in (None, "none")
+
+    @property
+    def bind(self) -> str:
+        """The address to listen on: the one given, else loopback unless auth is on."""
+        if self.host is not None:
+            return self.host
+        return "0.0.0.0" if self.authenticates else "127.0.0.1"
 
     @property
     def url(self) -> str:
@@ -77,7 +110,7 @@ class ServerConfig:
         if self.server_url:
             return self.server_url
         # A wildcard bind address is not something a worker can connect to.
-        host = "localhost" if self.host in ("0.0.0.0", "::", "") else self.host
+        host = "localhost" if self.bind in ("0.0.0.0", "::", "") else self.bind
         if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{self.port}"

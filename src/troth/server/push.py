@@ -43,7 +43,9 @@ _Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 class _Client:
     """``POST`` over HTTP/1.1 with keep-alive; answers the status code."""
 
-    def __init__(self) -> None:
+    def __init__(self, token: str | None = None) -> None:
+        # --push-auth-token: how a target tells troth's pushes from anyone else's POSTs.
+        self._authorization = f"Authorization: Bearer {token}" if token else None
         self._idle: dict[_Origin, list[_Stream]] = {}
         self._tls: ssl.SSLContext | None = None
 
@@ -59,7 +61,9 @@ class _Client:
             "Content-Type: application/json",
             f"Content-Length: {len(body)}",
         ]
-        if parts.username is not None:
+        if self._authorization is not None:
+            lines.append(self._authorization)
+        elif parts.username is not None:
             credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
             lines.append(f"Authorization: Basic {base64.b64encode(credentials.encode()).decode()}")
         request = ("\r\n".join(lines) + "\r\n\r\n").encode() + body
@@ -150,13 +154,14 @@ class Pusher:
         retries: int,
         backoff_ms: int,
         backoff_max_ms: int,
+        token: str | None = None,
     ) -> None:
         self.concurrency = max(1, concurrency)
         self.retries = max(1, retries)
         self._backoff = backoff_ms / 1000
         self._backoff_max = backoff_max_ms / 1000
         self._timeout = timeout_ms / 1000
-        self._client = _Client()
+        self._client = _Client(token)
 
     def backoff(self, failures: int) -> float:
         """Seconds to wait after ``failures`` consecutive failures (exponential, capped)."""

@@ -1,6 +1,7 @@
 """``POST /``: one request envelope in, one response envelope out.
 
-The order follows the reference server (wire-protocol.md §2.3): decode and validate (400),
+The order follows the reference server (wire-protocol.md §2.3): decode the envelope (400),
+authenticate (401) and authorize (403; see ``auth``), decode and check the data (400),
 refuse debug kinds unless debug mode (403), pick ``now``, run the kind. Every outcome is an
 envelope whose HTTP status is its ``head.status``; nothing a client sends can crash the
 server, and an infrastructure failure is a 500 envelope with the request's kind and corrId
@@ -12,9 +13,17 @@ from __future__ import annotations
 import logging
 
 from troth.engine import READ_ONLY
-from troth.protocol.envelope import BadRequest, Request, decode_request, encode_response
+from troth.protocol.envelope import (
+    BadRequest,
+    Request,
+    decode_data,
+    decode_envelope,
+    encode_response,
+)
+from troth.protocol.kinds import KINDS
 from troth.protocol.requests import DebugTickRequest
 from troth.protocol.responses import EMPTY, Reply
+from troth.server.auth import Auth, Denied
 from troth.server.clock import Clock
 from troth.server.timeouts import TimeoutsLoop
 from troth.storage.service import Retriable, Service
@@ -23,18 +32,39 @@ log = logging.getLogger("troth.rpc")
 
 
 class Rpc:
-    def __init__(self, service: Service, clock: Clock, timeouts: TimeoutsLoop, debug: bool) -> None:
+    def __init__(
+        self,
+        service: Service,
+        clock: Clock,
+        timeouts: TimeoutsLoop,
+        debug: bool,
+        auth: Auth | None = None,
+    ) -> None:
         self._service = service
+        self._auth = auth
         self._clock = clock
         self._timeouts = timeouts
         self._debug = debug
 
-    async def __call__(self, body: bytes) -> tuple[int, bytes]:
-        """The HTTP status and the response body for one request body."""
+    async def __call__(self, body: bytes, bearer: str | None = None) -> tuple[int, bytes]:
+        """The HTTP status and the response body for one request body; ``bearer`` is the
+        token of its ``Authorization`` header, used when ``head.auth`` carries none."""
         try:
-            request = decode_request(body)
+            envelope = decode_envelope(body)
+            grant = None
+            if self._auth is not None:
+                # Before the kind is looked up, as in the reference: a caller without a
+                # token learns nothing, not even which kinds exist.
+                grant = self._auth.authenticate(envelope.auth or bearer)
+                if envelope.kind not in KINDS:
+                    grant.check_ids(None)  # names no ids: for unscoped tokens only
+            admit = None if grant is None else grant.admit
+            request = decode_data(envelope, admit)
         except BadRequest as e:
             return e.status, encode_response(e.kind, e.corr_id, e.reply())
+        except Denied as e:
+            reply = Reply(e.status, e.message)
+            return e.status, encode_response(envelope.kind, envelope.corr_id, reply)
         if request.kind.startswith("debug."):
             reply = await self._run_debug(request)
         else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import signal
 import sqlite3
@@ -21,6 +22,7 @@ import uvicorn
 
 from troth.engine.timeouts import CatchUp
 from troth.server.app import App
+from troth.server.auth import UNSIGNED, AuthConfigError
 from troth.server.config import ServerConfig
 from troth.storage.service import Service
 from troth.storage.sqlite.liveness import FileInUseError
@@ -93,7 +95,7 @@ def uvicorn_config(app: Any, config: ServerConfig) -> uvicorn.Config:
     """How ``troth serve`` runs an ASGI app; the benchmark serves its echo app the same way."""
     return uvicorn.Config(
         app,
-        host=config.host,
+        host=config.bind,
         port=config.port,
         http="httptools",
         lifespan="on",
@@ -105,6 +107,32 @@ def uvicorn_config(app: Any, config: ServerConfig) -> uvicorn.Config:
         timeout_graceful_shutdown=config.shutdown_timeout / 1000,  # type: ignore[arg-type]
         server_header=False,
     )
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def warn_if_exposed(config: ServerConfig) -> None:
+    """One line at startup when anyone who can reach the server may do anything on it."""
+    if config.auth_publickey == UNSIGNED:
+        log.warning(
+            "auth runs in unsigned mode (--auth-publickey none): token signatures are NOT"
+            " checked, so anyone can forge an admin token; for development only"
+        )
+    if not config.authenticates and not is_loopback(config.bind):
+        log.warning(
+            "serving WITHOUT AUTHENTICATION on %s: anyone who reaches port %d can read,"
+            " settle and delete every promise; set --auth-publickey or --auth-token"
+            " (docs/security.md)",
+            config.bind,
+            config.port,
+        )
 
 
 def run(config: ServerConfig) -> int:
@@ -124,16 +152,22 @@ def run(config: ServerConfig) -> int:
         except (OSError, sqlite3.Error) as e:
             log.error("troth serve: cannot open the database %s: %s", shown_db(config.db), e)
             return 1
-        app = App(storage, config)
+        try:
+            app = App(storage, config)
+        except AuthConfigError as e:
+            log.error("troth serve: %s", e)
+            await storage.close()
+            return 1
         server = _Server(uvicorn_config(app, config), app)
         log.info(
             "troth serving at %s (bind %s:%d, db %s, debug %s)",
             config.url,
-            config.host,
+            config.bind,
             config.port,
             shown_db(config.db),
             "on" if config.debug else "off",
         )
+        warn_if_exposed(config)
         await server.serve()
         return 0 if server.started else 1
 

@@ -1,0 +1,129 @@
+"""Cooperative cancellation on the protocol as it is: one promise per execution.
+
+Asking an execution to stop (``app.cancel``) resolves its *cancel promise*, the child
+``cancel`` of its id (``order-7:cancel``, ``order-7:2.cancel`` for an rpc child), with the
+reason. Anything that can settle a promise can cancel an execution this way, in any
+language: create the promise if it is absent (these tags, the execution's deadline) and
+resolve it with ``{"reason": ...}``.
+
+The execution is woken wherever it is:
+
+- suspended (with or without a worker running): every suspend of a troth execution awaits
+  its cancel promise too (the run creates it, pending, before its first suspend), so the
+  settlement resumes the task like any awaited promise;
+- running: a run that lasts more than ``WATCH_DELAY`` registers a listener on the cancel
+  promise, so this process hears of it at once (short runs pay nothing);
+- not yet started: the promise shares the execution's branch, so the preload of its next
+  run carries it.
+
+The execution then observes ``CanceledError`` at its durable calls (see
+``troth.sdk.context``); replay stays exact because every such observation is a record: a
+call made after the cancellation is recorded as refused (``troth:canceled``, settled
+``rejected_canceled`` without running), and a sleep or promise still pending is settled
+``rejected_canceled``. Remote children are asked in turn, through their own cancel promise.
+
+A timeout with cleanup (the ``grace`` option) is the same promise as a *timer* at the
+instant the grace period begins (the root's ``troth:cancel_at``): the server resolves it
+then, with no value, which reads as a ``TimedOutError`` reason.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from troth.protocol.ids import child_id, origin
+from troth.protocol.records import (
+    BRANCH,
+    ORIGIN,
+    PARENT,
+    TIMER,
+    PromiseRecord,
+    PromiseState,
+    Value,
+)
+from troth.protocol.requests import PromiseCreateRequest
+from troth.sdk.codec import Codec, error_from_json, error_to_json, is_error_json
+from troth.sdk.errors import CanceledError, TimedOutError
+from troth.sdk.options import DEADLINE_TAG
+
+CANCEL_TAG = "troth:cancel"
+"""On a cancel promise: ``request`` (settled by whoever cancels), or ``timeout`` (a timer
+at the instant the execution's grace period begins)."""
+
+CANCEL_AT_TAG = "troth:cancel_at"
+"""On an execution's root: when it is canceled cooperatively (ms), ``grace`` before its
+deadline."""
+
+CANCELED_TAG = "troth:canceled"
+"""On a call's record made after its execution was canceled: the call was refused, its
+record settled ``rejected_canceled``, and its function never runs."""
+
+WATCH_DELAY = 0.5
+"""Seconds a run goes on before it listens for its cancellation (see the module)."""
+
+
+def cancel_id(execution_id: str) -> str:
+    return child_id(execution_id, "cancel")
+
+
+def cancel_request(root: PromiseRecord) -> PromiseCreateRequest:
+    """The (pending) cancel promise of the execution whose promise is ``root``. It shares the
+    execution's branch, so that every run of the execution finds it in its preload."""
+    id = cancel_id(root.id)
+    tags = {
+        ORIGIN: root.tags.get(ORIGIN) or origin(root.id),
+        PARENT: root.id,
+        BRANCH: root.tags.get(BRANCH) or root.id,
+        CANCEL_TAG: "request",
+    }
+    at = root.timeout_at
+    cancel_at = root.tags.get(CANCEL_AT_TAG, "")
+    if cancel_at.isdigit():
+        tags.update({TIMER: "true", CANCEL_TAG: "timeout"})
+        at = min(at, int(cancel_at))
+    return PromiseCreateRequest(id, at, Value(), tags)
+
+
+def reason_value(codec: Codec, reason: str | BaseException | None, detached: bool) -> Value:
+    """What a cancel promise is resolved with: the reason, and whether detached children
+    are canceled too."""
+    data: dict[str, object] = {
+        "reason": error_to_json(reason) if isinstance(reason, BaseException) else reason
+    }
+    if detached:
+        data["detached"] = True
+    return codec.encode(data)
+
+
+class Cancellation(NamedTuple):
+    """A cancellation an execution has received."""
+
+    error: CanceledError  # what its durable calls raise
+    value: Value  # the cancel promise's value, passed on to its children as it is
+    detached: bool  # detached children are canceled too
+
+
+def received(
+    record: PromiseRecord | None, root: PromiseRecord, codec: Codec
+) -> Cancellation | None:
+    """The cancellation a cancel promise holds, or None if it holds none (still pending, or
+    rejected: tidied after the execution ended, or past the execution's deadline)."""
+    if record is None or record.state != PromiseState.RESOLVED:
+        return None
+    try:
+        data = codec.decode(record.value)
+    except Exception:
+        data = None
+    reason: str | BaseException | None = None
+    detached = False
+    if isinstance(data, dict) and "reason" in data:
+        raw = data["reason"]
+        if is_error_json(raw):
+            reason = error_from_json(raw)
+        elif raw is not None:
+            reason = raw if isinstance(raw, str) else repr(raw)
+        detached = data.get("detached") is True
+    elif record.tags.get(CANCEL_TAG) == "timeout":
+        # The timer fired: the grace period before the deadline has begun.
+        reason = TimedOutError(root.id, root.timeout_at, root.tags.get(DEADLINE_TAG))
+    return Cancellation(CanceledError(root.id, reason), record.value, detached)

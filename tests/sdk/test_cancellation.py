@@ -1,0 +1,252 @@
+"""Cooperative cancellation with real worker processes, embedded and against ``troth serve``:
+``app.cancel`` reaches an execution wherever it is (running a step, sleeping, suspended
+with no worker at all, awaiting an rpc on another group, three levels deep), its cleanup
+runs inside ``ctx.shield()`` exactly once even when its worker is killed mid-cleanup, and
+the handle reports ``CanceledError`` with the reason.
+
+Before, ``app.promises.cancel`` only terminated the root: no cleanup ran and every child
+went on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from support.processes import ledger, wait_for, worker, write_module
+from troth.sdk import CanceledError, ExecutionStatus, ServerError, Troth
+
+pytestmark = pytest.mark.anyio
+
+APP = """
+from troth import CanceledError
+
+CHILD_GROUP = os.environ.get("CHILD_GROUP", "default")
+GATE = Path(os.environ["LEDGER"]).parent / "gate"
+
+def effect(line: str) -> str:
+    record(line)
+    return line
+
+def blocking(line: str) -> str:
+    # Waits for the test to open the gate: the test acts while this step runs.
+    record(f"start {line}")
+    while not GATE.exists():
+        time.sleep(0.02)
+    record(line)
+    return line
+
+async def cleanup(ctx: Context, who: str) -> None:
+    async with ctx.shield():
+        await ctx.run(effect, f"cleanup {who}")
+
+@app.register
+async def stepper(ctx: Context) -> str:
+    try:
+        await ctx.run(blocking, "step 1")
+        await ctx.run(effect, "step 2")
+    except CanceledError:
+        await cleanup(ctx, "stepper")
+        raise
+    return "finished"
+
+@app.register
+async def sleeper(ctx: Context) -> str:
+    await ctx.run(effect, "before sleep")
+    try:
+        await ctx.sleep(3600)
+    except CanceledError:
+        await cleanup(ctx, "sleeper")
+        raise
+    return "woke"
+
+@app.register
+async def two_cleanups(ctx: Context) -> str:
+    try:
+        await ctx.sleep(3600)
+    except CanceledError:
+        async with ctx.shield():
+            await ctx.run(effect, "cleanup 1")
+            await ctx.run(blocking, "cleanup 2")
+            await ctx.run(effect, "cleanup 3")
+        raise
+    return "woke"
+
+@app.register
+async def level(ctx: Context, depth: int) -> str:
+    try:
+        if depth > 1:
+            await ctx.options(target=CHILD_GROUP).rpc(level, depth - 1)
+        else:
+            await ctx.sleep(3600)
+    except CanceledError:
+        await cleanup(ctx, f"level {depth}")
+        raise
+    return f"level {depth} done"
+"""
+
+
+@pytest.fixture
+async def client(mode_env: dict[str, str]) -> AsyncIterator[Troth]:
+    app = Troth(url=mode_env.get("TROTH_URL"), group="clients", db=mode_env.get("TROTH_DB"))
+    yield app  # only calls: never started
+    await app.stop()
+
+
+def start(tmp_path: Path, mode_env: dict[str, str], group: str | None = None, **env: str):
+    write_module(tmp_path, "flows", APP)
+    full = {**mode_env, "LEDGER": str(tmp_path / "ledger"), **env}
+    if group is not None:
+        full["TROTH_GROUP"] = group
+    return worker(tmp_path, full, "flows:app")
+
+
+def stop(*workers: subprocess.Popen[bytes]) -> None:
+    for w in workers:
+        if w.poll() is None:
+            w.kill()
+        w.wait()
+
+
+def group_of(mode_env: dict[str, str]) -> str:
+    return mode_env.get("TROTH_GROUP", "default")
+
+
+async def canceled(handle, reason: str) -> CanceledError:
+    with pytest.raises(CanceledError) as e:
+        await asyncio.wait_for(handle.result(), 30)
+    assert e.value.reason == reason, e.value
+    return e.value
+
+
+async def until(status: ExecutionStatus, client: Troth, id: str) -> None:
+    deadline = time.monotonic() + 20
+    now = None
+    while now != status:
+        assert time.monotonic() < deadline, f"{id} is {now}, never {status}"
+        await asyncio.sleep(0.05)
+        with contextlib.suppress(ServerError):  # not created yet
+            now = await client.executions.status(id)
+
+
+async def test_cancel_during_a_step_lets_it_finish_and_stops_at_the_next_call(
+    mode_env, tmp_path, client
+):
+    w = start(tmp_path, mode_env)
+    try:
+        id = f"step-{uuid.uuid4().hex[:6]}"
+        handle = client.options(target=group_of(mode_env)).rpc(id, "stepper")
+        await handle.started()
+        wait_for(tmp_path / "ledger", "start step 1")
+        await asyncio.sleep(1.0)  # past the run's delay before it listens
+        await client.cancel(id, reason="customer left")
+        await asyncio.sleep(2.0)  # the worker hears of it (embedded: within a second)
+        (tmp_path / "gate").touch()
+        await canceled(handle, "customer left")
+        assert await client.executions.status(id) == ExecutionStatus.CANCELED
+    finally:
+        stop(w)
+    # The running step finished and was recorded; the next one never ran.
+    assert ledger(tmp_path / "ledger") == {
+        "start step 1": 1,
+        "step 1": 1,
+        "cleanup stepper": 1,
+    }
+
+
+async def test_cancel_during_a_sleep_wakes_it_and_runs_its_cleanup(mode_env, tmp_path, client):
+    w = start(tmp_path, mode_env)
+    try:
+        id = f"sleep-{uuid.uuid4().hex[:6]}"
+        handle = client.options(target=group_of(mode_env)).rpc(id, "sleeper")
+        await handle.started()
+        await until(ExecutionStatus.SUSPENDED, client, id)
+        await client.cancel(id, reason="no longer needed")
+        await canceled(handle, "no longer needed")
+    finally:
+        stop(w)
+    assert ledger(tmp_path / "ledger") == {"before sleep": 1, "cleanup sleeper": 1}
+
+
+async def test_cancel_while_suspended_with_no_worker_runs_when_one_starts(
+    mode_env, tmp_path, client
+):
+    first = start(tmp_path, mode_env)
+    id = f"idle-{uuid.uuid4().hex[:6]}"
+    try:
+        handle = client.options(target=group_of(mode_env)).rpc(id, "sleeper")
+        await handle.started()
+        await until(ExecutionStatus.SUSPENDED, client, id)
+    finally:
+        stop(first)
+    await client.cancel(id, reason="while nobody ran it")
+    assert ledger(tmp_path / "ledger") == {"before sleep": 1}
+    second = start(tmp_path, mode_env)
+    try:
+        await canceled(handle, "while nobody ran it")
+    finally:
+        stop(second)
+    assert ledger(tmp_path / "ledger") == {"before sleep": 1, "cleanup sleeper": 1}
+
+
+async def test_cancel_reaches_an_rpc_child_on_another_group_three_levels_deep(
+    mode_env, tmp_path, client
+):
+    """level 3 (group A) -> rpc level 2 (group B) -> rpc level 1 (group B), which sleeps.
+    Each level cleans up, the deepest first: a parent awaiting a child waits for the
+    child's own cleanup and then observes the child's cancellation."""
+    a, b = f"a{uuid.uuid4().hex[:6]}", f"b{uuid.uuid4().hex[:6]}"
+    if "TROTH_URL" not in mode_env:
+        a = b = "default"  # embedded: one file, one group; still two processes
+    workers = [
+        start(tmp_path, mode_env, a, CHILD_GROUP=b),
+        start(tmp_path, mode_env, b, CHILD_GROUP=b),
+    ]
+    try:
+        id = f"deep-{uuid.uuid4().hex[:6]}"
+        handle = client.options(target=a).rpc(id, "level", 3)
+        await handle.started()
+        await until(ExecutionStatus.SUSPENDED, client, f"{id}:0.0")
+        await client.cancel(id, reason="stop all")
+        await canceled(handle, "stop all")
+        for child in (f"{id}:0", f"{id}:0.0"):
+            assert await client.executions.status(child) == ExecutionStatus.CANCELED
+    finally:
+        stop(*workers)
+    lines = (tmp_path / "ledger").read_text().splitlines()
+    assert lines == ["cleanup level 1", "cleanup level 2", "cleanup level 3"]
+
+
+@pytest.mark.slow
+async def test_kill_9_during_cleanup_repeats_no_finished_cleanup_step(mode_env, tmp_path, client):
+    ttl = {"TTL": "2"}
+    first = start(tmp_path, mode_env, **ttl)
+    try:
+        id = f"kill-{uuid.uuid4().hex[:6]}"
+        handle = client.options(target=group_of(mode_env)).rpc(id, "two_cleanups")
+        await handle.started()
+        await until(ExecutionStatus.SUSPENDED, client, id)
+        await client.cancel(id, reason="abort")
+        wait_for(tmp_path / "ledger", "start cleanup 2")
+    finally:
+        stop(first)  # SIGKILL, mid-cleanup
+    (tmp_path / "gate").touch()
+    second = start(tmp_path, mode_env, **ttl)
+    try:
+        await canceled(handle, "abort")
+    finally:
+        stop(second)
+    # cleanup 2 was cut off before its effect and ran again; nothing finished ran twice.
+    assert ledger(tmp_path / "ledger") == {
+        "cleanup 1": 1,
+        "start cleanup 2": 2,
+        "cleanup 2": 1,
+        "cleanup 3": 1,
+    }
