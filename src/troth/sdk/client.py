@@ -2,9 +2,11 @@
 
 Waiting for a result listens rather than polls: the app registers a listener
 (``promise.register_listener`` to this process's unicast address) and the server sends an
-``unblock`` when the promise settles. Unblocks are not redelivered if the stream was down,
-so listeners are registered again on every reconnection and the promise is re-read on a
-slow timer as a last resort. An app that is not started (no stream) polls instead.
+``unblock`` when the promise settles. The stream acknowledges what it handled, and troth's
+server sends again an unblock whose stream died before acknowledging it, or that settled
+while no stream was open. Against a server that does neither (the reference server drops
+them), listeners are registered again on every reconnection and the promise is re-read on
+a slow timer as a last resort. An app that is not started (no stream) polls instead.
 
 A halted execution settles nothing, so a caller waiting on its promise alone would wait for
 ever. The run that halts a task first records why, as a *halt record*: the execution's
