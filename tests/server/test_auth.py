@@ -8,6 +8,7 @@ the other key families, the unsigned mode, outbound push tokens and the bind def
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import hashlib
@@ -604,3 +605,30 @@ def test_with_auth_the_server_listens_everywhere_without_a_warning(tmp_path: Pat
     with serving(tmp_path, "serve", env={"TROTH_AUTH_TOKEN": STATIC}) as (port, log):
         assert listening(port) == {"0.0.0.0"}
     assert "WITHOUT AUTHENTICATION" not in log.read_text()
+
+
+# -- troth's own SDK ------------------------------------------------------------------------------
+
+
+def test_the_sdk_sends_troth_token_on_requests_and_on_its_poll_stream(
+    secured: TrothServer, keys: Keys, tenant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from troth import Context, Troth
+
+    monkeypatch.setenv("TROTH_TOKEN", token(keys.rsa, prefix=tenant))
+    app = Troth(url=secured.url, group=tenant + "workers")
+
+    def double(x: int) -> int:
+        return 2 * x
+
+    @app.register
+    async def work(ctx: Context, x: int) -> int:
+        return await ctx.run(double, x) + 1
+
+    async def main() -> int:
+        async with app:
+            # rpc: the execution reaches this app's worker only through its poll stream.
+            result: int = await asyncio.wait_for(app.rpc(tenant + "job", work, 20).result(), 30)
+            return result
+
+    assert asyncio.run(main()) == 41

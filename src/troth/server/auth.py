@@ -35,6 +35,7 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
+from troth.protocol.kinds import KINDS
 from troth.protocol.requests import (
     Data,
     PromiseCreateRequest,
@@ -90,6 +91,9 @@ class Grant:
     ``None``: nothing at all."""
 
     prefix: str | None
+    # Who the token speaks for, which owns the poll ids it connects (``PollHub``): its
+    # ``sub`` claim, else its scope; every holder of the static token is one owner.
+    owner: str = "static"
 
     def check_ids(self, ids: Iterable[str] | None) -> None:
         """Raise 403 unless every id is in scope; ``None`` stands for requests not scoped by
@@ -101,6 +105,12 @@ class Grant:
         prefix = self.prefix
         if not all(id.startswith(prefix) for id in ids):
             raise Denied(403)
+
+    def admit_kind(self, kind: str) -> None:
+        """Raise 403 if no request of ``kind`` can be in scope: searches, debug kinds and
+        kinds the server does not know name no ids, so they need an unscoped token."""
+        if kind not in KINDS or kind.startswith("debug.") or kind.endswith(".search"):
+            self.check_ids(None)
 
     def admit(self, data: Data) -> None:
         """Raise 403 unless every id ``data`` names is in scope."""
@@ -204,10 +214,13 @@ class Auth:
 
 def grant_of(claims: dict[str, Any]) -> Grant:
     role = claims.get("role")
-    if isinstance(role, str) and role.lower() == "admin":
-        return EVERYTHING
-    prefix = claims.get("prefix")
-    return Grant(prefix if isinstance(prefix, str) else None)
+    admin = isinstance(role, str) and role.lower() == "admin"
+    prefix = "" if admin else claims.get("prefix")
+    if not isinstance(prefix, str):
+        prefix = None
+    sub = claims.get("sub")
+    owner = f"sub:{sub}" if isinstance(sub, str) and sub else f"scope:{admin}:{prefix}"
+    return Grant(prefix, owner)
 
 
 def load_public_key(path: str) -> tuple[Any, tuple[str, ...]]:

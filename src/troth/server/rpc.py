@@ -20,7 +20,6 @@ from troth.protocol.envelope import (
     decode_envelope,
     encode_response,
 )
-from troth.protocol.kinds import KINDS
 from troth.protocol.requests import DebugTickRequest
 from troth.protocol.responses import EMPTY, Reply
 from troth.server.auth import Auth, Denied
@@ -56,8 +55,7 @@ class Rpc:
                 # Before the kind is looked up, as in the reference: a caller without a
                 # token learns nothing, not even which kinds exist.
                 grant = self._auth.authenticate(envelope.auth or bearer)
-                if envelope.kind not in KINDS:
-                    grant.check_ids(None)  # names no ids: for unscoped tokens only
+                grant.admit_kind(envelope.kind)
             admit = None if grant is None else grant.admit
             request = decode_data(envelope, admit)
         except BadRequest as e:
