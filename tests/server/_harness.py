@@ -159,11 +159,15 @@ class SseClient:
     what the server sent in one write: one SSE frame.
     """
 
-    def __init__(self, port: int, group: str, id: str, path: str | None = None) -> None:
+    def __init__(
+        self, port: int, group: str, id: str, path: str | None = None, token: str | None = None
+    ) -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         target = path or f"/poll/{group}/{id}"
+        auth = f"Authorization: Bearer {token}\r\n" if token else ""
         self.sock.sendall(
-            f"GET {target} HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n\r\n".encode()
+            f"GET {target} HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n{auth}\r\n"
+            .encode()
         )
         self.buffer = b""
         head = self._until(b"\r\n\r\n", timeout=10).decode()

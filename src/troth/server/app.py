@@ -62,6 +62,8 @@ class App:
             config.poll_write_timeout / 1000,
             # A new connection may take messages held back for want of one: deliver now.
             on_connect=lambda: service.outbox_changed().set(),
+            max_per_group=config.poll_max_per_group,
+            max_per_owner=config.poll_max_per_client,
         )
         self.pusher = Pusher(
             config.push_concurrency,

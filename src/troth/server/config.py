@@ -37,6 +37,10 @@ class ServerConfig:
     max_body_bytes: int = _setting(2 * 1024 * 1024, "largest request body accepted (413 beyond)")
 
     poll_max_connections: int = _setting(1000, "open SSE connections allowed (503 beyond)")
+    poll_max_per_group: int = _setting(500, "open SSE connections allowed per worker group")
+    poll_max_per_client: int = _setting(
+        500, "open SSE connections allowed per client credentials (with auth on)"
+    )
     poll_buffer_size: int = _setting(100, "frames queued per SSE connection before it is full")
     poll_keepalive: int = _setting(10000, "ms between ': keepalive' comment frames")
     poll_write_timeout: int = _setting(

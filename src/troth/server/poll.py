@@ -5,9 +5,8 @@ Routing (wire-protocol.md §10.2, with troth's choices where the reference drops
 - ``poll://uni@group/id`` reaches only connections with that id.
 - ``poll://any@group/id`` prefers connections with that id, then falls back to the rest of
   the group; ``poll://any@group`` reaches any connection of the group.
-- Among several connections with the same id (a worker that reconnected before its old
-  connection was noticed dead) the newest is tried first; the rest of a group is tried in
-  round-robin order, so work spreads over the group's workers.
+- The rest of a group is tried in round-robin order, so work spreads over the group's
+  workers.
 - A message counts as delivered only once its frame was written to a live connection. A
   full connection queue, a closed connection or a write that takes too long moves on to the
   next candidate; when none takes it, ``deliver`` answers False and the message stays in
@@ -23,6 +22,11 @@ Routing (wire-protocol.md §10.2, with troth's choices where the reference drops
   that ends first has lost the frame, and the message is delivered again.
 - A connection that does not write a frame within ``write_timeout`` has stopped reading:
   it is closed, so that it neither holds messages nor blocks its group.
+- An id belongs to the credentials that connected it (``owner``: who the token names; one
+  anonymous owner when auth is off). A connection for an id that is connected with other
+  credentials is refused (409); one with the same credentials takes the id over, and the
+  older connections for it are closed (the worker reconnected before its old stream was
+  noticed dead). Connections are capped in all, per group and per owner.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import enum
 import itertools
 import logging
 import secrets
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 
 from troth.protocol.addresses import PollAddress
@@ -46,6 +50,15 @@ class Outcome(enum.Enum):
     DELIVERED = "delivered"  # written (and confirmed, when asked)
     NOT_TAKEN = "not taken"  # no connection took it
     LOST = "lost"  # written to a connection that ended (or stalled) before confirming it
+
+
+class Refused(Exception):
+    """A poll connection the hub will not take: the HTTP status and why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
 
 class _Pending:
@@ -73,9 +86,11 @@ class PollConnection:
         capacity: int,
         on_drain: Callable[[], None] = lambda: None,
         acks: bool = False,
+        owner: str | None = None,
     ) -> None:
         self.group = group
         self.id = id
+        self.owner = owner  # the credentials that opened it (None: auth is off)
         self.serial = next(self._ids)  # registration order, newest = largest
         self.acks = acks  # its client acknowledges what it handled
         self.token = secrets.token_urlsafe(12)  # names the stream in acknowledgements
@@ -192,8 +207,13 @@ class PollHub:
         buffer_size: int,
         write_timeout: float,
         on_connect: Callable[[], None] = lambda: None,
+        max_per_group: int | None = None,
+        max_per_owner: int | None = None,
     ) -> None:
         self._max = max_connections
+        self._max_per_group = max_per_group or max_connections
+        self._max_per_owner = max_per_owner or max_connections
+        self._owners: Counter[str] = Counter()  # connections per owner
         self._buffer_size = buffer_size
         self._write_timeout = write_timeout
         self._on_connect = [on_connect]
@@ -207,13 +227,30 @@ class PollHub:
     def count(self) -> int:
         return self._count
 
-    def register(self, group: str, id: str, acks: bool = False) -> PollConnection | None:
-        """A new connection, or None when the hub is at capacity."""
-        if self._count >= self._max:
-            return None
-        connection = PollConnection(group, id, self._buffer_size, self._drained, acks)
+    def register(
+        self, group: str, id: str, acks: bool = False, owner: str | None = None
+    ) -> PollConnection:
+        """A new connection for ``owner``; ``Refused`` when the id is someone else's or a
+        cap is reached."""
+        members = self._groups.get(group, [])
+        same_id = [c for c in members if c.id == id and not c.closed]
+        if any(c.owner != owner for c in same_id):
+            raise Refused(409, f"Poll id {id!r} of group {group!r} is connected by another client")
+        taken_over = len(same_id)
+        if self._count - taken_over >= self._max:
+            raise Refused(503, "Poll registration at capacity")
+        if len(members) - taken_over >= self._max_per_group:
+            raise Refused(503, f"Poll registration at capacity for group {group!r}")
+        if owner is not None and self._owners[owner] - taken_over >= self._max_per_owner:
+            raise Refused(503, "Poll registration at capacity for these credentials")
+        for old in same_id:
+            log.info("poll stream %s/%s reconnected: closing its older stream", group, id)
+            self.unregister(old)
+        connection = PollConnection(group, id, self._buffer_size, self._drained, acks, owner)
         self._groups.setdefault(group, []).append(connection)
         self._streams[connection.token] = connection
+        if owner is not None:
+            self._owners[owner] += 1
         self._count += 1
         # Messages held back for want of a connection can go now.
         for callback in self._on_connect:
@@ -245,13 +282,17 @@ class PollHub:
         return True
 
     def unregister(self, connection: PollConnection) -> None:
-        connection.close()
+        connection.abort()
         self._streams.pop(connection.token, None)
         members = self._groups.get(connection.group)
         if members is None or connection not in members:
             return
         members.remove(connection)
         self._count -= 1
+        if connection.owner is not None:
+            self._owners[connection.owner] -= 1
+            if not self._owners[connection.owner]:
+                del self._owners[connection.owner]
         if not members:
             del self._groups[connection.group]
             self._turn.pop(connection.group, None)

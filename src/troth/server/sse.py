@@ -21,7 +21,7 @@ import logging
 import msgspec
 
 from troth.server.asgi import TEXT, Receive, Send, respond
-from troth.server.poll import PollConnection, PollHub
+from troth.server.poll import PollConnection, PollHub, Refused
 
 KEEPALIVE = b": keepalive\n\n"
 
@@ -97,10 +97,12 @@ async def stream(
     send: Send,
     keepalive: float,
     acks: bool = False,
+    owner: str | None = None,
 ) -> None:
-    connection = hub.register(group, id, acks)
-    if connection is None:
-        await respond(send, 503, b"Poll registration at capacity", TEXT)
+    try:
+        connection = hub.register(group, id, acks, owner)
+    except Refused as e:
+        await respond(send, e.status, e.message.encode(), TEXT)
         return
     watcher = asyncio.create_task(_close_on_disconnect(receive, connection))
     connection.writer = asyncio.create_task(_write(connection, send, keepalive))
