@@ -155,14 +155,17 @@ class App:
             await respond(send, 404)
             return
         group, id = (unquote_to_bytes(p).decode("utf-8", "replace") for p in parts[2:])
+        owner = None  # with auth off, one anonymous client
         if self.auth is not None:
             # troth scopes polls too (the reference only authenticates them): a token
             # scoped to a prefix reads only the groups whose names start with it.
             try:
-                self.auth.authenticate(bearer(scope["headers"])).check_group(group)
+                grant = self.auth.authenticate(bearer(scope["headers"]))
+                grant.check_group(group)
             except Denied as e:
                 await respond(send, e.status, e.message.encode(), TEXT)
                 return
+            owner = grant.owner
         if scope["method"] == "POST":
             try:
                 body = await read_body(scope, receive, _ACK_LIMIT)
@@ -173,7 +176,7 @@ class App:
         elif scope["method"] == "GET":
             keepalive = self.config.poll_keepalive / 1000
             acks = acknowledges(scope.get("query_string", b""))
-            await stream(self.hub, group, id, receive, send, keepalive, acks)
+            await stream(self.hub, group, id, receive, send, keepalive, acks, owner)
         else:
             await respond(send, 405)
 
