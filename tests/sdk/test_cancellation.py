@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from support.processes import ledger, wait_for, worker, write_module
-from troth.sdk import CanceledError, ExecutionStatus, ServerError, Troth
+from troth.sdk import CanceledError, Context, ExecutionStatus, ServerError, TimedOutError, Troth
 
 pytestmark = pytest.mark.anyio
 
@@ -250,3 +250,139 @@ async def test_kill_9_during_cleanup_repeats_no_finished_cleanup_step(mode_env, 
         "cleanup 2": 1,
         "cleanup 3": 1,
     }
+
+
+# -- in one process: timeouts, detached children, termination, races ---------------------------
+
+LOG: list[str] = []
+
+
+def note(line: str) -> str:
+    LOG.append(line)
+    return line
+
+
+async def lingering(ctx: Context, seconds: float) -> str:
+    try:
+        await ctx.sleep(seconds)
+    except CanceledError:
+        async with ctx.shield():
+            await ctx.run(note, f"cleanup {ctx.id}")
+        raise
+    return await ctx.run(note, f"woke {ctx.id}")
+
+
+async def with_detached(ctx: Context) -> str:
+    ctx.detached(lingering, 1.5)
+    return await ctx.run(lingering, 3600)
+
+
+async def quick(ctx: Context, n: int) -> str:
+    try:
+        await ctx.run(note, f"step {ctx.id}")
+        await ctx.sleep(0.3 * (n % 4))
+    except CanceledError:
+        async with ctx.shield():
+            await ctx.run(note, f"cleanup {ctx.id}")
+        raise
+    return f"done {n}"
+
+
+@pytest.fixture
+async def app(mode_env: dict[str, str]) -> AsyncIterator[Troth]:
+    LOG.clear()
+    app = Troth(
+        url=mode_env.get("TROTH_URL"), group=group_of(mode_env), db=mode_env.get("TROTH_DB")
+    )
+    for fn in (lingering, with_detached, quick):
+        app.register(fn)
+    async with app:
+        yield app
+
+
+async def test_a_timeout_with_grace_cancels_in_time_for_cleanup(app: Troth, uid: str):
+    """Its deadline is 4 s away; with 3 s of grace it is canceled after 1 s, with a
+    ``TimedOutError`` as the reason, and its cleanup is recorded before the deadline."""
+    started = time.monotonic()
+    handle = app.options(timeout=4, grace=3).run(uid, lingering, 3600)
+    with pytest.raises(CanceledError) as e:
+        await asyncio.wait_for(handle.result(), 20)
+    assert isinstance(e.value.reason, TimedOutError), e.value
+    assert 0.9 < time.monotonic() - started < 4
+    assert LOG == [f"cleanup {uid}"]
+    assert await app.executions.status(uid) == ExecutionStatus.CANCELED
+
+
+async def test_grace_needs_a_deadline(app: Troth, uid: str):
+    with pytest.raises(ValueError, match="grace option needs a deadline"):
+        app.options(grace=3).run(uid, lingering, 1)
+
+
+async def test_detached_children_are_left_alone_unless_asked(app: Troth, uid: str):
+    for detached in (False, True):
+        LOG.clear()
+        id = f"{uid}{int(detached)}"
+        handle = app.run(id, with_detached)
+        await until(ExecutionStatus.SUSPENDED, app, f"{id}:0")
+        await app.cancel(id, reason="stop", detached=detached)
+        await canceled(handle, "stop")
+        child = app.get(f"{id}:0")
+        if detached:
+            with pytest.raises(CanceledError):
+                await asyncio.wait_for(child.result(), 20)
+            assert sorted(LOG) == [f"cleanup {id}:0", f"cleanup {id}:1"]
+        else:
+            assert await asyncio.wait_for(child.result(), 20) == f"woke {id}:0"
+            assert sorted(LOG) == [f"cleanup {id}:1", f"woke {id}:0"]
+
+
+async def test_termination_ends_the_root_at_once_without_cleanup(app: Troth, uid: str):
+    """``app.promises.cancel`` is the hard stop: the promise is settled, nothing runs."""
+    handle = app.run(uid, lingering, 3600)
+    await until(ExecutionStatus.SUSPENDED, app, uid)
+    await app.promises.cancel(uid, "terminated")
+    error = await canceled(handle, "terminated")
+    assert error.promise_id == uid
+    await asyncio.sleep(0.5)
+    assert LOG == []
+
+
+async def test_cancel_of_an_unknown_or_ended_execution(app: Troth, uid: str):
+    with pytest.raises(ServerError, match="404"):
+        await app.cancel(f"{uid}-nothing")
+    handle = app.run(uid, quick, 0)
+    assert await handle.result() == "done 0"
+    await app.cancel(uid, reason="too late")  # nothing to do
+    assert await handle.result() == "done 0"
+
+
+async def test_cancel_racing_completion_has_one_outcome_that_the_handle_reports(
+    app: Troth, uid: str
+):
+    ids = [f"{uid}-{n}" for n in range(16)]
+    handles = [app.run(id, quick, n) for n, id in enumerate(ids)]
+    await asyncio.gather(*(handle.started() for handle in handles))
+    for n, id in enumerate(ids):
+        await asyncio.sleep(0.01 * (n % 5))
+        await app.cancel(id, reason="race")
+    outcomes = {}
+    for n, (id, handle) in enumerate(zip(ids, handles, strict=True)):
+        try:
+            outcomes[id] = await asyncio.wait_for(handle.result(), 20)
+            assert outcomes[id] == f"done {n}"
+            assert await app.executions.status(id) == ExecutionStatus.RESOLVED
+            assert f"cleanup {id}" not in LOG
+        except CanceledError as e:
+            outcomes[id] = "canceled"
+            assert e.reason == "race"
+            assert await app.executions.status(id) == ExecutionStatus.CANCELED
+        # Both again, from the record: the same outcome.
+        again = app.get(id)
+        try:
+            assert await again.result() == outcomes[id]
+        except CanceledError:
+            assert outcomes[id] == "canceled"
+    for id in ids:
+        assert LOG.count(f"step {id}") <= 1 and LOG.count(f"cleanup {id}") <= 1
+    # Both outcomes occur: the ones with no sleep finish first, the longest sleeps lose.
+    assert "canceled" in outcomes.values() and "done 0" in outcomes.values(), outcomes
