@@ -2,7 +2,9 @@
 
     python examples/saga.py [trip-id] [--fail-car]
 
-Every booking and every compensation is a durable step, so a crash in the middle of the
+Each booking registers its compensation once it has finished (``saga.on_failure``). When a
+later step fails (or the trip is canceled with ``app.cancel``), the compensations run as
+durable steps, last first, and then the error propagates. A crash in the middle of the
 undo resumes the undo: nothing is booked twice, nothing is cancelled twice.
 """
 
@@ -13,7 +15,7 @@ import sys
 
 from _app import make_app
 
-from troth import Context, Never
+from troth import Constant, Context, Never
 
 app = make_app()
 
@@ -36,14 +38,13 @@ def cancel(booking: str) -> None:
 @app.register
 async def trip(ctx: Context, trip_id: str, fail_car: bool) -> list[str]:
     booked: list[str] = []
-    try:
+    async with ctx.saga() as saga:
         for kind in ("flight", "hotel", "car"):
             fail = fail_car and kind == "car"
-            booked.append(await ctx.options(retry=Never()).run(book, kind, trip_id, fail))
-    except Unavailable as error:
-        for booking in reversed(booked):
-            await ctx.run(cancel, booking)
-        raise error
+            booking = await ctx.options(retry=Never()).run(book, kind, trip_id, fail)
+            booked.append(booking)
+            # Registered only now that the booking exists; retried on its own terms.
+            saga.options(retry=Constant(1.0, max_attempts=5)).on_failure(cancel, booking)
     return booked
 
 

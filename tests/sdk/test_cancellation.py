@@ -254,11 +254,11 @@ async def test_kill_9_during_cleanup_repeats_no_finished_cleanup_step(mode_env, 
 
 # -- in one process: timeouts, detached children, termination, races ---------------------------
 
-LOG: list[str] = []
+NOTES: list[str] = []
 
 
 def note(line: str) -> str:
-    LOG.append(line)
+    NOTES.append(line)
     return line
 
 
@@ -290,7 +290,7 @@ async def quick(ctx: Context, n: int) -> str:
 
 @pytest.fixture
 async def app(mode_env: dict[str, str]) -> AsyncIterator[Troth]:
-    LOG.clear()
+    NOTES.clear()
     app = Troth(
         url=mode_env.get("TROTH_URL"), group=group_of(mode_env), db=mode_env.get("TROTH_DB")
     )
@@ -309,7 +309,7 @@ async def test_a_timeout_with_grace_cancels_in_time_for_cleanup(app: Troth, uid:
         await asyncio.wait_for(handle.result(), 20)
     assert isinstance(e.value.reason, TimedOutError), e.value
     assert 0.9 < time.monotonic() - started < 4
-    assert LOG == [f"cleanup {uid}"]
+    assert [f"cleanup {uid}"] == NOTES
     assert await app.executions.status(uid) == ExecutionStatus.CANCELED
 
 
@@ -320,7 +320,7 @@ async def test_grace_needs_a_deadline(app: Troth, uid: str):
 
 async def test_detached_children_are_left_alone_unless_asked(app: Troth, uid: str):
     for detached in (False, True):
-        LOG.clear()
+        NOTES.clear()
         id = f"{uid}{int(detached)}"
         handle = app.run(id, with_detached)
         await until(ExecutionStatus.SUSPENDED, app, f"{id}:0")
@@ -330,10 +330,10 @@ async def test_detached_children_are_left_alone_unless_asked(app: Troth, uid: st
         if detached:
             with pytest.raises(CanceledError):
                 await asyncio.wait_for(child.result(), 20)
-            assert sorted(LOG) == [f"cleanup {id}:0", f"cleanup {id}:1"]
+            assert sorted(NOTES) == [f"cleanup {id}:0", f"cleanup {id}:1"]
         else:
             assert await asyncio.wait_for(child.result(), 20) == f"woke {id}:0"
-            assert sorted(LOG) == [f"cleanup {id}:1", f"woke {id}:0"]
+            assert sorted(NOTES) == [f"cleanup {id}:1", f"woke {id}:0"]
 
 
 async def test_termination_ends_the_root_at_once_without_cleanup(app: Troth, uid: str):
@@ -344,7 +344,7 @@ async def test_termination_ends_the_root_at_once_without_cleanup(app: Troth, uid
     error = await canceled(handle, "terminated")
     assert error.promise_id == uid
     await asyncio.sleep(0.5)
-    assert LOG == []
+    assert NOTES == []
 
 
 async def test_cancel_of_an_unknown_or_ended_execution(app: Troth, uid: str):
@@ -371,7 +371,7 @@ async def test_cancel_racing_completion_has_one_outcome_that_the_handle_reports(
             outcomes[id] = await asyncio.wait_for(handle.result(), 20)
             assert outcomes[id] == f"done {n}"
             assert await app.executions.status(id) == ExecutionStatus.RESOLVED
-            assert f"cleanup {id}" not in LOG
+            assert f"cleanup {id}" not in NOTES
         except CanceledError as e:
             outcomes[id] = "canceled"
             assert e.reason == "race"
@@ -383,6 +383,6 @@ async def test_cancel_racing_completion_has_one_outcome_that_the_handle_reports(
         except CanceledError:
             assert outcomes[id] == "canceled"
     for id in ids:
-        assert LOG.count(f"step {id}") <= 1 and LOG.count(f"cleanup {id}") <= 1
+        assert NOTES.count(f"step {id}") <= 1 and NOTES.count(f"cleanup {id}") <= 1
     # Both outcomes occur: the ones with no sleep finish first, the longest sleeps lose.
     assert "canceled" in outcomes.values() and "done 0" in outcomes.values(), outcomes

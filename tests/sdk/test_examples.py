@@ -47,6 +47,18 @@ def test_saga_compensates_in_reverse_order(tmp_path, args, expected):
     assert expected in run(tmp_path, "saga", *args)
 
 
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [(("o1",), "the customer changed their mind"), (("o2", "--timeout"), "timed out")],
+)
+def test_cancellation_cleans_up_the_child_first_then_the_order(tmp_path, args, reason):
+    out = run(tmp_path, "cancellation", *args)
+    order = args[0]
+    assert out.index(f"reserved stock for {order}") < out.index(f"released stock for {order}")
+    assert out.index(f"released stock for {order}") < out.index(f"refunded receipt-{order}")
+    assert f"order {order} canceled: " in out and reason in out
+
+
 @pytest.mark.parametrize(("flag", "expected"), [((), "paid"), (("--reject",), "refused")])
 def test_approval_waits_for_the_external_promise(tmp_path, flag, expected):
     out = run(tmp_path, "approval", "e1", *flag)

@@ -99,7 +99,7 @@ class Cancellation(NamedTuple):
     """A cancellation an execution has received."""
 
     error: CanceledError  # what its durable calls raise
-    value: Value  # the cancel promise's value, passed on to its children as it is
+    value: Value  # what its children's cancel promises are resolved with
     detached: bool  # detached children are canceled too
 
 
@@ -126,4 +126,5 @@ def received(
     elif record.tags.get(CANCEL_TAG) == "timeout":
         # The timer fired: the grace period before the deadline has begun.
         reason = TimedOutError(root.id, root.timeout_at, root.tags.get(DEADLINE_TAG))
-    return Cancellation(CanceledError(root.id, reason), record.value, detached)
+    value = reason_value(codec, reason, detached)  # passed on: a timer's holds none
+    return Cancellation(CanceledError(root.id, reason), value, detached)
