@@ -31,6 +31,9 @@ const { positionals, values: opt } = parseArgs({
 const PID = opt.pid ?? `ts-${process.pid}`;
 const HANG_STEP = Number(opt["hang-step"]);
 const LOG_LEVEL = process.env.INTEROP_LOG ?? "warn";
+// The SDK reads RESONATE_TOKEN for its requests by itself, but hands its poll stream only a
+// token given here, so a worker against a server with auth on must pass it explicitly.
+const TOKEN = process.env.RESONATE_TOKEN || undefined;
 
 function mark(line) {
   appendFileSync(opt.markers, `${line}\n`);
@@ -164,6 +167,7 @@ async function worker() {
     group: opt.group,
     pid: PID,
     ttl: Number(opt.ttl),
+    token: TOKEN,
     logLevel: LOG_LEVEL,
   });
   for (const [name, fn] of Object.entries(WORKFLOWS)) resonate.register(name, fn);
@@ -173,7 +177,12 @@ async function worker() {
 }
 
 async function invoke() {
-  const resonate = new Resonate({ url: opt.url, group: `client-${process.pid}`, logLevel: LOG_LEVEL });
+  const resonate = new Resonate({
+    url: opt.url,
+    group: `client-${process.pid}`,
+    token: TOKEN,
+    logLevel: LOG_LEVEL,
+  });
   const args = JSON.parse(opt.args);
   try {
     const result = await resonate.rpc(opt.id, opt.func, ...args, resonate.options({ target: opt.target }));

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,16 +57,19 @@ class Server:
     url: str
     log: Path
     proc: subprocess.Popen[bytes]
+    token: str | None = None  # with auth on: what every client here presents
 
     def call(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
         """One envelope, as a plain HTTP client (not an SDK) would send it."""
         corr = uuid.uuid4().hex
-        body = {"kind": kind, "head": {"corrId": corr, "version": "2026-04-01"}, "data": data}
+        head = {"corrId": corr, "version": "2026-04-01"}
+        headers = {"Content-Type": "application/json"}
+        if self.token is not None:
+            head["auth"] = self.token
+            headers["Authorization"] = f"Bearer {self.token}"
+        body = {"kind": kind, "head": head, "data": data}
         req = urllib.request.Request(
-            self.url + "/",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
+            self.url + "/", data=json.dumps(body).encode(), headers=headers, method="POST"
         )
         try:
             with urllib.request.urlopen(req, timeout=10) as res:
@@ -103,7 +107,29 @@ def _wait_ready(server: Server, timeout: float = 30.0) -> None:
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One server for the whole session; tests keep apart by unique ids and groups."""
-    work = tmp_path_factory.mktemp("troth")
+    yield from _serve(tmp_path_factory.mktemp("troth"))
+
+
+@pytest.fixture(scope="session")
+def secured_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server with auth on (an RSA key, an issuer, an audience) for the session; its
+    clients present an admin JWT, which both SDKs take from RESONATE_TOKEN."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    work = tmp_path_factory.mktemp("troth-auth")
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    (work / "key.pem").write_bytes(public)
+    claims = {"exp": int(time.time()) + 3600, "iss": "interop", "aud": ["troth"], "role": "admin"}
+    token = jwt.encode(claims, key, algorithm="RS256")
+    flags = ["--auth-publickey", str(work / "key.pem"), "--auth-iss", "interop"]
+    yield from _serve(work, *flags, "--auth-aud", "troth", token=token)
+
+
+def _serve(work: Path, *flags: str, token: str | None = None) -> Iterator[Server]:
     port = free_port()
     log = work / "server.log"
     cmd = [
@@ -111,10 +137,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "--port", str(port),
         "--db", str(work / "troth.db"),
         "--tasks-retry-timeout", str(RETRY_TIMEOUT_MS),
+        *flags,
     ]  # fmt: skip
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=work)
-    srv = Server(url=f"http://127.0.0.1:{port}", log=log, proc=proc)
+    srv = Server(url=f"http://127.0.0.1:{port}", log=log, proc=proc, token=token)
     try:
         _wait_ready(srv)
         yield srv
@@ -182,6 +209,9 @@ class Sdk:
         out = self.work / f"{label}.out"
         trace = self.work / f"{label}.trace"
         env = {**os.environ, "INTEROP_TRACE": str(trace)}
+        env.pop("RESONATE_TOKEN", None)
+        if self.server.token is not None:
+            env["RESONATE_TOKEN"] = self.server.token
         with open(out, "wb") as f:
             proc = subprocess.Popen(
                 [*self.argv0, *args, "--url", self.server.url],
@@ -249,8 +279,18 @@ def _argv0(name: str) -> list[str]:
 
 @pytest.fixture(params=["ts", "py"])
 def sdk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sdk]:
+    yield from _sdk(request, tmp_path, "server")
+
+
+@pytest.fixture(params=["ts", "py"])
+def secured_sdk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sdk]:
+    """An SDK whose processes hold the admin token of ``secured_server``."""
+    yield from _sdk(request, tmp_path, "secured_server")
+
+
+def _sdk(request: pytest.FixtureRequest, tmp_path: Path, server_fixture: str) -> Iterator[Sdk]:
     argv0 = _argv0(request.param)  # skip before paying for a server
-    server = request.getfixturevalue("server")
+    server = request.getfixturevalue(server_fixture)
     s = Sdk(name=request.param, server=server, work=tmp_path, argv0=argv0)
     try:
         yield s
