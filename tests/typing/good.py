@@ -12,7 +12,7 @@ import asyncio
 import uuid
 from datetime import datetime, timedelta
 
-from troth import Context, DurableFuture, Exponential, Handle, Never, Troth
+from troth import CanceledError, Context, DurableFuture, Exponential, Handle, Never, Troth
 
 app = Troth()
 
@@ -85,8 +85,36 @@ async def transfer(ctx: Context, src: str, dst: str, amount: int) -> dict[str, s
     }
 
 
+def refund(receipt: str, *, note: str = "") -> None:
+    pass
+
+
+@app.register
+async def cancellable(ctx: Context, account: str) -> str:
+    # A saga's compensations are typed by their functions, like any call.
+    async with ctx.saga(parallel=False) as saga:
+        receipt: str = await ctx.run(debit, account, 5)
+        saga.on_failure(refund, receipt, note="undo")
+        saga.options(retry=Never()).on_failure(credit, account, 5)
+    try:
+        await ctx.sleep(60)
+    except CanceledError as e:
+        reason: str | BaseException | None = e.reason
+        async with ctx.shield():
+            await ctx.run(refund, receipt)
+        raise CanceledError(ctx.id, reason) from e
+    late: bool = ctx.cancel_requested
+    child: str = await ctx.options(timeout=60, grace=10).rpc(credit, account, 1)
+    return f"{child} {late}"
+
+
 async def main() -> None:
     async with app:
+        graced = app.options(timeout=timedelta(hours=1), grace=timedelta(minutes=5))
+        stoppable: Handle[str] = graced.run("cancel-1", cancellable, "a")
+        await app.cancel("cancel-1", reason="no longer needed")
+        await app.cancel("cancel-1", TimeoutError("late"), detached=True)
+        await stoppable.started()
         handle: Handle[dict[str, str]] = app.run("transfer-42", transfer, "a", "b", 10)
         result: dict[str, str] = await handle.result()
         receipt: str = await app.rpc("credit-7", credit, "b", 10).result()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -42,6 +43,7 @@ from troth.sdk import errors
 from troth.sdk.codec import Codec
 from troth.sdk.registry import function_name, invocation_data, takes_context
 from troth.sdk.replay import ARGS_TAG, STEP_TAG, digest
+from troth.sdk.saga import Saga
 
 from .simulator import START, Result
 from .workflows import CHANGED, LEAVES, MAX_VALUE_BYTES, ROOTS, VERSIONS
@@ -144,6 +146,15 @@ class Replay:
     def options(self, **_: Any) -> Replay:
         return self  # options do not change which call is recorded where
 
+    def shield(self) -> contextlib.AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()  # a shield changes no record, only what runs
+
+    def saga(self, *, parallel: bool = False) -> Saga:
+        return Saga(self, parallel)  # type: ignore[arg-type]  # the SDK's own, over records
+
+    def _run(self, opts: Any, fn: Callable[..., Any], args: Any, kwargs: Any) -> Answer:
+        return self.run(fn, *args, **kwargs)
+
     def run(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Answer:
         id = self._call("run", function_name(fn), digest(args, kwargs))
         if takes_context(fn) and fn not in LEAVES:  # leaves: judged by their ledger
@@ -209,7 +220,7 @@ def judge(
     called with: a settled one must hold what ``fn`` computes from its children's records
     (and so must each settled durable child, given the arguments the replay calls it with)."""
     state, value = result.outcome.get(id, ("missing", None))
-    if state not in ("resolved", "rejected"):
+    if state not in ("resolved", "rejected", "rejected_canceled"):
         return []  # pending (the run ended halted) or timed out: nothing to recompute
     replay = Replay(result, id)
     found: list[str] = []
@@ -220,7 +231,8 @@ def judge(
     except Diverged as e:
         found.append(f"{id}: its records were made by other calls than its code's: {e}")
     except Exception as e:
-        computed = ("rejected", (type(e).__qualname__, str(e)))
+        rejection = "rejected_canceled" if isinstance(e, errors.CanceledError) else "rejected"
+        computed = (rejection, (type(e).__qualname__, str(e)))
     if not found and computed != (state, value):
         found.append(f"{id}: recorded {state} {value!r}, but its steps give {computed}")
     for child in replay.children:

@@ -42,6 +42,8 @@ from .scheduler import Scheduler, SimulationError
 from .server import InvariantViolation, SimServer
 from .workflows import (
     BODY_LIMIT,
+    CANCEL_REASON,
+    CANCELS,
     CHANGED,
     EFFECTS,
     EXTERNAL,
@@ -156,6 +158,7 @@ class Simulation:
             self._boot(name)
         clients = [asyncio.ensure_future(self._start(r, self.rng.random() < 0.5)) for r in ROOTS]
         clients += [asyncio.ensure_future(self._answer(id, a)) for id, a in EXTERNAL.items()]
+        clients += [asyncio.ensure_future(self._cancel(id, p)) for id, p in CANCELS.items()]
         window = self.faults.crash_window_ms
         for _ in range(self.faults.crashes):
             self.sched.after(self.rng.randint(0, window), self._crash)
@@ -306,6 +309,22 @@ class Simulation:
                     return
             except Exception as e:  # the request or its reply was lost
                 self.sched.log(f"client could not resolve {id}: {e}")
+            await self.sched.sleep(CLIENT_RETRY)
+
+    async def _cancel(self, root: str, after: str) -> None:
+        """Cancel ``root`` (``app.cancel``) a while after promise ``after`` appears,
+        retrying until the request is acknowledged."""
+        while self.server.oracle.state.get_promise(after) is None:
+            await self.sched.sleep(0.5)
+        await self.sched.sleep(self.rng.randint(0, 5000) / 1000)
+        while True:
+            try:
+                await self.client.cancel(root, CANCEL_REASON)
+                self.sched.log(f"client canceled {root}")
+                self.server.stats["canceled"] += 1
+                return
+            except Exception as e:  # the request or its reply was lost
+                self.sched.log(f"client could not cancel {root}: {e}")
             await self.sched.sleep(CLIENT_RETRY)
 
     def _external(self, root: str) -> str | None:

@@ -3,7 +3,8 @@
 Each seed runs the workflows of ``workflows.py`` on three workers against the oracle,
 with that seed's faults (lost, duplicated and delayed requests, replies and messages;
 crashing workers, workers stopped gracefully, server restarts; values over the payload
-limits or without an encoding; code changed for the workers that boot later). The
+limits or without an encoding; code changed for the workers that boot later; executions
+canceled with ``app.cancel`` while they run or sleep, one through its rpc child). The
 server's invariants are checked after every step of the run; at the end no step may have
 started after its result was recorded, every recorded value must have been produced by a
 run of its step or computed by its function from its records (``checks.py``), and every
@@ -35,7 +36,7 @@ from troth.sdk.replay import STEP_TAG, Call
 from .checks import LEAF_STEPS, problems, report
 from .faults import Faults
 from .simulator import Result, Simulation
-from .workflows import CHANGED, EXPECTED, REJECTED, ROOTS
+from .workflows import CANCELED, CHANGED, EXPECTED, REJECTED, ROOTS
 
 ONE = os.environ.get("SIM_SEED")
 SEEDS = [int(ONE)] if ONE else range(int(os.environ.get("SIM_SEEDS", "200")))
@@ -61,7 +62,23 @@ def test_the_uninterrupted_run_gives_the_expected_results(uninterrupted: Result)
     assert {id: (outcome[id][0], outcome[id][1][0]) for id in REJECTED} == {
         id: ("rejected", error) for id, error in REJECTED.items()
     }
-    assert EXPECTED.keys() | REJECTED.keys() == {root.id for root in ROOTS}
+    assert {id: outcome[id] for id in CANCELED} == {
+        id: ("rejected_canceled", ("CanceledError", message)) for id, message in CANCELED.items()
+    }
+    assert EXPECTED.keys() | REJECTED.keys() | CANCELED.keys() == {root.id for root in ROOTS}
+    # Every cleanup and compensation is recorded; the saga's last compensation came first.
+    undos = {
+        id: value
+        for id, (state, value) in outcome.items()
+        if uninterrupted.step_promises[id] == "run:undo"
+    }
+    assert undos == {
+        "csleep:2": "undone sleep 6",
+        "cparent:0.1": "undone child 4",
+        "cparent:1": "undone parent 4",
+        "saga:3": "undone second 20",
+        "saga:4": "undone first 10",
+    }
     starts = Counter(e.key for e in uninterrupted.ledger if e.event == "start")
     retried = {key: n for key, n in starts.items() if n > 1}
     # Without faults every step runs once, except the flaky one (fails twice, then
@@ -69,7 +86,7 @@ def test_the_uninterrupted_run_gives_the_expected_results(uninterrupted: Result)
     # (over the app's limit, refused by the server, without an encoding) are not retried.
     assert sorted(retried.values()) == [3, 3], retried
     steps = {id for id, tag in uninterrupted.step_promises.items() if tag in LEAF_STEPS}
-    assert set(starts) == steps and len(steps) == 25
+    assert set(starts) == steps and len(steps) == 35
     unstorable = {id for id, (state, value) in outcome.items() if id in steps and
                   state == "rejected" and value[0] == "UnstorableValueError"}  # fmt: skip
     assert sorted(unstorable) == ["hoard:1", "ship:0", "unstorable:1"]
@@ -121,6 +138,7 @@ def test_the_seeds_met_every_kind_of_trouble(tally: Counter[str]) -> None:
         "task.release while stopping",  # ... and handed a held task back
         "halted by changed code",  # a redeployed worker met a history its code did not make
         "changed code ran to the end",  # ... or an execution that had not got that far
+        "canceled",  # app.cancel reached executions (a sleeper, a parent of an rpc child)
     ):
         assert tally[trouble] > 0, f"no {trouble!r} in {sorted(tally.items())}"
 
@@ -156,10 +174,10 @@ def test_the_replay_check_catches_an_sdk_that_answers_new_code_from_old_records(
 ) -> None:
     """The value check can fail: an SDK without the replay check hands the redeployed
     ``deploy`` the result ``charge`` recorded at position 1 as if ``refund`` had returned it,
-    and the execution resolves with a value its steps did not produce. (Seed 6: a worker
+    and the execution resolves with a value its steps did not produce. (Seed 5: a worker
     with the new code resumes the execution after ``charge`` was recorded.)"""
     monkeypatch.setattr(Call, "mismatch", lambda self, tags: None)
-    result = Simulation(6).run()
+    result = Simulation(5).run()
     assert result.outcome[CHANGED] == ("resolved", "refunded 110, 220")
     found = problems(result, None)
     assert any("but its steps give ('resolved', 'charged 110, 220')" in p for p in found), found

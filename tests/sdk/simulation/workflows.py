@@ -12,7 +12,8 @@ that fails twice before it succeeds, a step that fails for good, nested durable 
 values that cannot be recorded (over the apps' payload limit, over the server's body
 limit, of a type the codec cannot encode), and a function whose code changes for the
 workers that boot after a crash or a stop (``deploy``: a redeploy meeting executions in
-flight).
+flight), executions canceled while they run or sleep (cleanup inside ``ctx.shield()``, an
+rpc child canceled in turn), and a saga compensating two steps after a third one fails.
 
 A ``done`` entry carries a digest of the value the step produced (``fail``, the error's
 type), so that a recorded result can be traced back to a run that produced it.
@@ -30,9 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from troth.sdk import Context, Troth
-from troth.sdk.errors import UnstorableValueError
+from troth.sdk.errors import CanceledError, UnstorableValueError
 from troth.sdk.replay import digest
-from troth.sdk.retry import Constant
+from troth.sdk.retry import Constant, Never
 
 from .scheduler import OWNER, Scheduler
 
@@ -287,6 +288,63 @@ async def redeployed(ctx: Context, n: int) -> str:
     return f"refunded {b}, {await ctx.run(double, b)}"
 
 
+# -- cancellation and compensation ----------------------------------------------------------
+# The simulator cancels ``csleep`` and ``cparent`` (see ``CANCELS``) once the promise named
+# there exists, so that every seed ends as the uninterrupted run: canceled after the first
+# step, each cleanup (and each compensation of ``saga``) recorded once.
+
+
+async def undo(ctx: Context, what: str) -> str:
+    async with effect(ctx.id, "undo") as run:
+        return run.produce(f"undone {what}")
+
+
+async def canceled_sleeper(ctx: Context, n: int) -> int:
+    entered(ctx)
+    a = await ctx.run(double, n)
+    try:
+        await ctx.sleep(600)
+    except CanceledError:
+        async with ctx.shield():
+            await ctx.run(undo, f"sleep {a}")
+        raise
+    return a
+
+
+async def sleeping_child(ctx: Context, n: int) -> int:
+    entered(ctx)
+    try:
+        await ctx.sleep(600)
+    except CanceledError:
+        async with ctx.shield():
+            await ctx.run(undo, f"child {n}")
+            await ctx.run(double, n)
+        raise
+    return n
+
+
+async def canceled_parent(ctx: Context, n: int) -> int:
+    entered(ctx)
+    try:
+        return await ctx.rpc(sleeping_child, n)
+    except CanceledError:
+        async with ctx.shield():
+            await ctx.run(undo, f"parent {n}")
+        raise
+
+
+async def compensating(ctx: Context, n: int) -> str:
+    """Fails at its third step; the two before it are compensated, last first."""
+    entered(ctx)
+    async with ctx.saga() as saga:
+        a = await ctx.run(double, n)
+        saga.on_failure(undo, f"first {a}")
+        b = await ctx.run(double, a)
+        saga.options(retry=Constant(0.2, max_attempts=3)).on_failure(undo, f"second {b}")
+        await ctx.options(retry=Never()).run(doomed)
+    return "not compensated"
+
+
 class Root(NamedTuple):
     id: str
     fn: Callable[..., Any]
@@ -305,6 +363,9 @@ ROOTS = [
     Root("ship", ship, (1,)),
     Root("unstorable", unstorable, (6,)),
     Root("deploy", deploy, (5,)),
+    Root("csleep", canceled_sleeper, (3,)),
+    Root("cparent", canceled_parent, (4,)),
+    Root("saga", compensating, (5,)),
 ]
 
 # The root whose code changes between runs: compared with the versions' own rules (see
@@ -312,7 +373,11 @@ ROOTS = [
 CHANGED = "deploy"
 VERSIONS = {"run:charge": deploy, "run:refund": redeployed}  # by the step at position 1
 
-LEAVES = {double, flaky, doomed, charge, refund, bulky, connect}
+LEAVES = {double, flaky, doomed, charge, refund, bulky, connect, undo}
+
+# The roots the simulator cancels, each once the promise given here exists, and the reason.
+CANCELS = {"csleep": "csleep:0", "cparent": "cparent:0"}
+CANCEL_REASON = "the customer left"
 
 # The external promises the simulator settles — by the root that awaits one, the answer —
 # and each root's value, worked out by hand (the uninterrupted run must agree before any
@@ -330,11 +395,21 @@ EXPECTED = {
     "deploy": "charged 110, 220",
 }
 # ... and the roots rejected, with their error's type (the message names the size).
-REJECTED = {"hoard": "UnstorableValueError", "ship": "UnstorableValueError"}
+REJECTED = {
+    "hoard": "UnstorableValueError",
+    "ship": "UnstorableValueError",
+    "saga": "ValueError",
+}
+# ... and the roots canceled, with the error they end with.
+CANCELED = {
+    "csleep": f"promise 'csleep' was canceled: {CANCEL_REASON}",
+    "cparent": f"promise 'cparent:0' was canceled: {CANCEL_REASON}",
+}
 
 FUNCTIONS = [
     sequential, fan_out, callee, caller, sleeper, approve, retrying, inner, innermost, nested,
     hoard, ship, unstorable, double, flaky, doomed, charge, refund, bulky, connect,
+    undo, canceled_sleeper, sleeping_child, canceled_parent, compensating,
 ]  # fmt: skip
 
 
