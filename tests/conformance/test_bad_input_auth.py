@@ -49,7 +49,7 @@ STATIC = "conformance-static-token-0123456789"
 KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.pg)])
 def live(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[TrothServer]:

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
 
@@ -632,3 +633,36 @@ def test_the_sdk_sends_troth_token_on_requests_and_on_its_poll_stream(
             return result
 
     assert asyncio.run(main()) == 41
+
+
+# -- verified tokens are remembered ---------------------------------------------------------------
+
+
+def test_a_verified_token_is_trusted_again_until_it_expires_and_no_longer(
+    keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from troth.server import auth
+
+    checker = auth.Auth(keys.rsa.public_key(), ("RS256",))
+    verified: list[str] = []
+    verify = checker._verify
+
+    def counting(token: str) -> dict[str, Any]:
+        verified.append(token)
+        return verify(token)
+
+    monkeypatch.setattr(checker, "_verify", counting)
+    clock = [time.time()]
+    monkeypatch.setattr(auth, "time", SimpleNamespace(time=lambda: clock[0]))
+    good = token(keys.rsa, iss=None, aud=None, expires_in=30, prefix="a")
+    assert checker.authenticate(good).prefix == "a"
+    assert checker.authenticate(good).prefix == "a"
+    assert verified == [good]  # the second time from memory
+    forged = good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB")
+    for _ in range(2):
+        with pytest.raises(auth.Denied):
+            checker.authenticate(forged)
+    assert verified == [good, forged, forged]  # a refusal is never remembered
+    clock[0] += 30 + auth.LEEWAY + 1  # past exp and its leeway: checked again
+    checker.authenticate(good)  # (PyJWT's own clock has not moved, so it passes again)
+    assert verified == [good, forged, forged, good]
