@@ -346,6 +346,7 @@ class Execution:
         )
         status, body = await network.send("promise.register_listener", listen)
         if status == 200 and isinstance(body, PromiseResponse):
+            self.runtime.settled.add(body.promise)  # a rerun knows it from the start
             self.on_cancel(body.promise)
 
     def spawn(self, work: Coroutine[Any, Any, Any], step: bool = False) -> asyncio.Task[Any]:
