@@ -21,7 +21,15 @@ from pathlib import Path
 import pytest
 
 from support.processes import ledger, wait_for, worker, write_module
-from troth.sdk import CanceledError, Context, ExecutionStatus, ServerError, TimedOutError, Troth
+from troth.sdk import (
+    CanceledError,
+    Constant,
+    Context,
+    ExecutionStatus,
+    ServerError,
+    TimedOutError,
+    Troth,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -386,3 +394,59 @@ async def test_cancel_racing_completion_has_one_outcome_that_the_handle_reports(
         assert NOTES.count(f"step {id}") <= 1 and NOTES.count(f"cleanup {id}") <= 1
     # Both outcomes occur: the ones with no sleep finish first, the longest sleeps lose.
     assert "canceled" in outcomes.values() and "done 0" in outcomes.values(), outcomes
+
+
+async def shielded_cleanup(ctx: Context) -> str:
+    try:
+        await ctx.sleep(3600)
+    except CanceledError:
+        try:
+            await ctx.run(note, "unshielded")  # refused: the cancellation still holds
+        except CanceledError:
+            note("refused")
+        async with ctx.shield():
+            await ctx.sleep(1.0)  # a durable wait that a cancellation does not cut short
+            await ctx.run(note, "cleaned up")
+        raise
+    return "woke"
+
+
+FAILURES: list[int] = []
+
+
+def failing(n: int) -> int:
+    FAILURES.append(n)
+    raise ConnectionError("down")
+
+
+async def retrying(ctx: Context) -> int:
+    return await ctx.options(retry=Constant(30.0, max_attempts=5)).run(failing, 1)
+
+
+async def test_a_shield_runs_its_calls_and_outside_it_calls_are_refused(app: Troth, uid: str):
+    app.register(shielded_cleanup)
+    handle = app.run(uid, shielded_cleanup)
+    await until(ExecutionStatus.SUSPENDED, app, uid)
+    await app.cancel(uid, reason="first")
+    await asyncio.sleep(0.3)
+    await app.cancel(uid, reason="second")  # during the cleanup: changes nothing
+    await canceled(handle, "first")
+    # The workflow's own code runs again on replay (after the shielded sleep); steps do not.
+    assert NOTES.count("cleaned up") == 1 and "unshielded" not in NOTES
+    assert NOTES[0] == "refused" and NOTES[-1] == "cleaned up"
+    refused = await app.promises.get(f"{uid}:1")
+    assert refused.tags["troth:canceled"] == "true" and refused.tags["troth:step"] == "run:note"
+
+
+async def test_a_step_waiting_to_retry_is_given_up_at_once(app: Troth, uid: str):
+    FAILURES.clear()
+    app.register(retrying)
+    handle = app.run(uid, retrying)
+    await until(ExecutionStatus.RUNNING, app, uid)
+    while not FAILURES:
+        await asyncio.sleep(0.02)
+    started = time.monotonic()
+    await asyncio.sleep(0.7)  # the run listens from 0.5 s on
+    await app.cancel(uid, reason="enough")
+    await canceled(handle, "enough")
+    assert time.monotonic() - started < 10 and FAILURES == [1]
