@@ -307,7 +307,11 @@ class Context(Calls):
     @property
     def cancel_requested(self) -> bool:
         """True once this execution was asked to stop (its durable calls outside a shield
-        raise ``CanceledError`` from then on)."""
+        raise ``CanceledError`` from then on).
+
+        Not recorded: a replay may see it earlier than the first run did. Use it to cut
+        short work that makes no durable call (a long computation), never to choose which
+        durable call to make, or the replay is refused as non-deterministic."""
         return self._execution.cancellation is not None
 
     def shield(self) -> Shield:
