@@ -6,6 +6,9 @@ the function (``Execution``) and then:
 - it returned or raised for good: ``task.fulfill`` settles the promise and the task at once;
 - it awaits pending promises: one ``task.suspend`` registers all of them; a 300 (one of
   them settled meanwhile) continues at once in this loop, with the preload it carries;
+- it was canceled while it ran (``troth.sdk.cancellation``) and then blocked: it runs
+  again at once, now knowing the cancellation from its first call, so that every replay
+  observes it at the same calls;
 - the server was unreachable or answered unexpectedly: ``task.release``, so another
   attempt (here or elsewhere) picks it up;
 - a 404/409 on any task operation: another process holds the task now (the lease lapsed,
