@@ -1,8 +1,8 @@
 """troth: Distributed Async Await for Python.
 
 The public API is what this package exports: the app (``Troth``), the context of a
-durable function (``Context``), handles and futures, ``Options``, the retry policies and
-the error types. Everything under ``troth.sdk``, ``troth.server``, ``troth.engine`` and
+durable function (``Context``), handles and futures, ``Options``, the retry policies,
+``Saga`` and the error types. Everything under ``troth.sdk``, ``troth.server``, ``troth.engine`` and
 ``troth.storage`` is internal and may change; ``troth.testing`` (virtual time) and
 ``troth.protocol`` (the wire records) are public too.
 """

@@ -51,6 +51,7 @@ def test_the_public_api_is_importable_from_troth():
         Options,
         RemoteError,
         RetryPolicy,
+        Saga,
         TimedOutError,
         Troth,
         TrothError,

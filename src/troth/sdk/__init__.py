@@ -24,6 +24,7 @@ from troth.sdk.errors import (
 from troth.sdk.options import Options
 from troth.sdk.retry import Constant, Exponential, Linear, Never, RetryPolicy
 from troth.sdk.runner import worker_main
+from troth.sdk.saga import Saga
 
 __all__ = [
     "CanceledError",
@@ -45,6 +46,7 @@ __all__ = [
     "Options",
     "RemoteError",
     "RetryPolicy",
+    "Saga",
     "ServerError",
     "TimedOutError",
     "Troth",
