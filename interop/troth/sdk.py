@@ -93,7 +93,17 @@ async def catcher(ctx: Context, target: str, func: str, *args: Any) -> dict[str,
     return {"class": None, "value": value}
 
 
-FUNCTIONS = [callee, caller, echo, boom, boom_group, declined, nothing, relay, catcher]
+async def relay_then_sleep(ctx: Context, target: str, func: str, *args: Any) -> Any:
+    """``relay``, then one more durable call: where a cancellation that came while the
+    child ran is observed (the child itself is waited for)."""
+    value = await ctx.options(target=target).rpc(func, *args)
+    await ctx.sleep(0)
+    return value
+
+
+FUNCTIONS = [
+    callee, caller, echo, boom, boom_group, declined, nothing, relay, catcher, relay_then_sleep,
+]  # fmt: skip
 
 
 # --- modes ------------------------------------------------------------------------------

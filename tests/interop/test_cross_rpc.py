@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -233,3 +234,39 @@ def test_a_three_hop_chain_typescript_to_troth_to_typescript(ts: Sdk, troth: Sdk
     # TS client -> troth relay -> TS echo: troth both receives a TS param and sends one.
     run = ts.invoke(ts.unique("chain"), "relay", py_group, ts_group, "echo", {"k": [1, "v"]})
     assert with_both(run, ts, troth).result() == [{"k": [1, "v"]}]
+
+
+# -- cancellation ---------------------------------------------------------------------------
+
+
+def test_a_troth_workflow_canceled_over_http_waits_for_its_typescript_child(
+    ts: Sdk, troth: Sdk, server: Server
+) -> None:
+    """A plain HTTP client cancels a troth workflow the documented way (create its
+    ``<id>:cancel`` promise, resolve it with a reason) while it awaits a TypeScript child.
+    The child is asked in turn (a cancel promise on its branch, which the TypeScript SDK
+    ignores) and finishes unaffected; the workflow observes the cancellation at its next
+    durable call and ends canceled with the reason."""
+    py_group, ts_group = troth.unique("py"), ts.unique("ts-group")
+    troth.worker(py_group), ts.worker(ts_group)
+    id = troth.unique("relay")
+    run = with_both(
+        troth.invoke(id, "relay_then_sleep", py_group, ts_group, "sleeper", 3000), ts, troth
+    )
+    child = f"{id}:0"
+    deadline = time.monotonic() + 30
+    while server.call("promise.get", {"id": child})["head"]["status"] != 200:
+        assert time.monotonic() < deadline, run.describe()
+        time.sleep(0.05)
+    root = server.call("promise.get", {"id": id})["data"]["promise"]
+    tags = {"resonate:origin": id, "resonate:parent": id, "resonate:branch": id}
+    create = {"id": f"{id}:cancel", "timeoutAt": root["timeoutAt"], "tags": tags}
+    assert server.call("promise.create", create)["head"]["status"] == 200
+    reply = server.settle(f"{id}:cancel", {"reason": "stopped over HTTP"})
+    assert reply["head"]["status"] == 200, reply
+    error = error_of(run)
+    assert error.startswith("CanceledError") and "stopped over HTTP" in error, error
+    settled = server.call("promise.get", {"id": child})["data"]["promise"]
+    assert settled["state"] == "resolved", settled
+    asked = server.call("promise.get", {"id": f"{child}.cancel"})["data"]["promise"]
+    assert asked["state"] == "resolved"  # asked, and ignored

@@ -450,3 +450,31 @@ async def test_a_step_waiting_to_retry_is_given_up_at_once(app: Troth, uid: str)
     await app.cancel(uid, reason="enough")
     await canceled(handle, "enough")
     assert time.monotonic() - started < 10 and FAILURES == [1]
+
+
+async def forgiving(ctx: Context) -> str:
+    try:
+        await ctx.sleep(3600)
+    except CanceledError:
+        return "stopped early"  # returning normally: the child ends resolved
+    return "slept"
+
+
+async def after_forgiving(ctx: Context) -> str:
+    got = await ctx.run(forgiving)
+    note(got)
+    await ctx.sleep(0)  # over at once, yet refused: the execution is canceled
+    return got
+
+
+async def test_a_child_may_return_normally_and_the_parent_stops_at_its_next_call(
+    app: Troth, uid: str
+):
+    app.register(forgiving)
+    app.register(after_forgiving)
+    handle = app.run(uid, after_forgiving)
+    await until(ExecutionStatus.SUSPENDED, app, uid)
+    await app.cancel(uid, reason="enough")
+    await canceled(handle, "enough")
+    assert await app.get(f"{uid}:0").result() == "stopped early"
+    assert "stopped early" in NOTES

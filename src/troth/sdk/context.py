@@ -612,7 +612,8 @@ class Context(Calls):
             record = execution.recorded(id)
             if record is None:
                 refused = execution.canceled(shielded) is not None
-                record = await execution.create(_refused(request) if refused else request)
+                made = _refused(request, self.timeout_at) if refused else request
+                record = await execution.create(made)
             execution.check(record, call)
             if record.state == PromiseState.PENDING:
                 record = await self._pending(record, call.kind, shielded)
@@ -702,12 +703,14 @@ class Context(Calls):
         return name, version, parameter_hints(fn)[1], entry.timeout if entry else None
 
 
-def _refused(request: PromiseCreateRequest) -> PromiseCreateRequest:
+def _refused(request: PromiseCreateRequest, deadline: int) -> PromiseCreateRequest:
     """The record of a call refused because its execution was canceled: its own tags, so
-    the replay check knows it, but no target (nothing is to run it)."""
-    tags = {k: v for k, v in request.tags.items() if k != TARGET}
+    the replay check knows it, but no target (nothing is to run it) and no timer, with the
+    execution's ``deadline`` (a sleep's wake may be past already: the promise would read as
+    resolved, or timed out, before it is settled canceled)."""
+    tags = {k: v for k, v in request.tags.items() if k not in (TARGET, TIMER)}
     tags[CANCELED_TAG] = "true"
-    return msgspec.structs.replace(request, tags=tags)
+    return msgspec.structs.replace(request, tags=tags, timeout_at=deadline)
 
 
 def grace_tags(opts: Options, at: int, source: DeadlineSource | None) -> dict[str, str]:
