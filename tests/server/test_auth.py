@@ -531,6 +531,10 @@ def test_the_bind_address_defaults_to_loopback_unless_auth_is_on_or_one_is_given
     assert config(["serve", "--auth-publickey", keys.paths["rsa"]]).bind == "0.0.0.0"
     # Unsigned mode proves nothing about the caller: it is not auth for this purpose.
     assert config(["serve", "--auth-publickey", "none"]).bind == "127.0.0.1"
+    unsigned_beside_static = config(
+        ["serve", "--auth-publickey", "none"], {"TROTH_AUTH_TOKEN": STATIC}
+    )
+    assert unsigned_beside_static.bind == "127.0.0.1"
     assert config(["serve", "--host", "0.0.0.0"]).bind == "0.0.0.0"
     assert config(["serve"], {"TROTH_HOST": "::"}).bind == "::"
     assert config(["dev"], {"TROTH_AUTH_TOKEN": STATIC}).bind == "127.0.0.1"

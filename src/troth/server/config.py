@@ -98,8 +98,11 @@ class ServerConfig:
 
     @property
     def authenticates(self) -> bool:
-        """Whether every client must prove who it is (unsigned mode proves nothing)."""
-        return self.auth_token is not None or self.auth_publickey not in (None, "none")
+        """Whether every client must prove who it is: unsigned mode proves nothing, even
+        beside a static token, since anyone can mint an admin JWT for it."""
+        if self.auth_publickey == "none":
+            return False
+        return self.auth_token is not None or self.auth_publickey is not None
 
     @property
     def bind(self) -> str:
