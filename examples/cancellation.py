@@ -18,14 +18,13 @@ import os
 import sys
 from datetime import timedelta
 
-from _app import make_app
+from troth import CanceledError, Context, ExecutionStatus, ServerError, Troth
 
-from troth import CanceledError, Context, ExecutionStatus, ServerError
-
-app = make_app(group="orders")
+app = Troth(group="cancellation-orders")  # embedded in ./troth.db; or TROTH_URL's worker
 # Against a server the warehouse is a worker of its own group (started in this process too,
 # so that the example is one command); embedded, one process serves every group.
-warehouse = make_app(group="warehouse") if os.environ.get("TROTH_URL") else app
+WAREHOUSE = "cancellation-warehouse"
+warehouse = Troth(group=WAREHOUSE) if os.environ.get("TROTH_URL") else app
 
 
 def charge(order: str) -> str:
@@ -61,19 +60,30 @@ async def hold_stock(ctx: Context, order: str) -> str:
 async def place_order(ctx: Context, order: str) -> str:
     receipt = await ctx.run(charge, order)
     try:
-        return await ctx.options(target="warehouse").rpc(hold_stock, order)
+        return await ctx.options(target=WAREHOUSE).rpc(hold_stock, order)
     except CanceledError:
         async with ctx.shield():  # a second cancellation cannot stop the refund
             await ctx.run(refund, receipt)
         raise
 
 
-async def until_suspended(id: str) -> None:
+async def until_held(order_id: str) -> None:
+    """Until the warehouse holds the stock (or, on a rerun, the order has already ended)."""
     while True:
         with contextlib.suppress(ServerError):  # not created yet
-            if await app.executions.status(id) == ExecutionStatus.SUSPENDED:
+            if await app.executions.status(f"{order_id}:1") == ExecutionStatus.SUSPENDED:
+                return
+            if await app.executions.status(order_id) in ENDED:
                 return
         await asyncio.sleep(0.05)
+
+
+ENDED = {
+    ExecutionStatus.RESOLVED,
+    ExecutionStatus.REJECTED,
+    ExecutionStatus.CANCELED,
+    ExecutionStatus.TIMEDOUT,
+}
 
 
 async def main(order: str, timeout: bool) -> None:
@@ -85,7 +95,8 @@ async def main(order: str, timeout: bool) -> None:
             handle = app.options(timeout=timedelta(seconds=4), grace=2).run(id, place_order, order)
         else:
             handle = app.run(id, place_order, order)
-            await until_suspended(f"{id}:1")  # the warehouse holds the stock now
+            await until_held(id)
+            # Run again after a crash, this cancels again, which changes nothing.
             print(f"canceling {id}")
             await app.cancel(id, reason="the customer changed their mind")
         try:

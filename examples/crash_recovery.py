@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from datetime import timedelta
 from pathlib import Path
 
-from _app import SHORT_LEASE, make_app
+from troth import Context, Troth
 
-from troth import Context
-
-app = make_app(ttl=SHORT_LEASE)
+# Embedded in ./troth.db; with TROTH_URL set, a worker of that server (the short lease is
+# how soon a rerun may take over the task of a killed worker there).
+app = Troth(group="crash-recovery", ttl=timedelta(seconds=2))
 LEDGER = Path(os.environ.get("LEDGER", "crash_recovery.ledger"))
 STEP_SECONDS = float(os.environ.get("STEP_SECONDS", "1"))
 HANG_AT = int(os.environ.get("HANG_AT", "-1"))  # for the test: a step that never ends

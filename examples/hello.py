@@ -11,11 +11,9 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from _app import make_app
+from troth import Context, Troth
 
-from troth import Context
-
-app = make_app()
+app = Troth(group="hello")  # embedded in ./troth.db; with TROTH_URL, a worker of that server
 
 
 def greet(name: str) -> str:

@@ -13,11 +13,9 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from _app import make_app
+from troth import Constant, Context, Never, Troth
 
-from troth import Constant, Context, Never
-
-app = make_app()
+app = Troth(group="saga")  # embedded in ./troth.db; with TROTH_URL, a worker of that server
 
 
 class Unavailable(Exception):

@@ -1,7 +1,8 @@
 """The ``troth`` command.
 
-- ``troth serve``: serve on port 8001, storing to ``./troth.db``; on ``127.0.0.1`` unless auth
-  is on (then ``0.0.0.0``) or ``--host``/``TROTH_HOST`` names an address.
+- ``troth serve``: serve on port 8001, storing to ``./troth-server.db`` (the embedded SDK
+  uses ``./troth.db``, so the two never open each other's data); on ``127.0.0.1`` unless
+  auth is on (then ``0.0.0.0``) or ``--host``/``TROTH_HOST`` names an address.
 - ``troth dev``: the same with debug mode on, a throwaway database in a temporary
   directory (deleted on exit) unless ``--db`` names one, and on ``127.0.0.1`` unless told.
 - ``troth worker module:app``: run a worker process for a ``Troth`` app.
@@ -10,6 +11,10 @@ Every setting of ``ServerConfig`` is a flag (``--tasks-retry-timeout 5000``) and
 environment variable (``TROTH_TASKS_RETRY_TIMEOUT=5000``); a flag beats the environment,
 which beats the default. ``troth dev`` ignores ``TROTH_DB``, so it never touches a real
 database by accident.
+
+Only ``troth worker`` is part of the base install (the SDK): the server's modules are
+imported when a server command runs, and without the ``server`` extra that command says
+which extra to install instead of failing with a traceback.
 """
 
 from __future__ import annotations
@@ -21,21 +26,29 @@ import re
 import sys
 import tempfile
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from troth.server.config import ServerConfig
+if TYPE_CHECKING:
+    from troth.server.config import ServerConfig
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
+# What ``pip install 'troth[server]'`` adds; a server command missing one says so.
+_SERVER_EXTRA = ("uvicorn", "jwt")
+_NEEDS_EXTRA = "needs the server extra: pip install 'troth[server]'"
 _LOG_LEVELS = ("debug", "info", "warning", "error")
 _TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 # Defaults that depend on other settings, as the help shows them (see ``ServerConfig.bind``).
 _SERVE_DEFAULTS = {"host": "127.0.0.1, or 0.0.0.0 with auth on"}
 # What ``troth dev`` does differently, as its help shows it (see ``config_from``, ``main``).
 _DEV_DEFAULTS = {"db": "a temporary file, deleted on exit", "debug": True, "host": "127.0.0.1"}
+# Environment variables ``troth dev`` does not read (see ``config_from``).
+_DEV_IGNORES_ENV = {"db"}
 
 
 def _settings() -> list[dataclasses.Field[Any]]:
+    from troth.server.config import ServerConfig  # light: a dataclass, no server packages
+
     return list(dataclasses.fields(ServerConfig))
 
 
@@ -60,11 +73,14 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve_help = "run the server"
     dev_help = "run the server in debug mode on a throwaway database"
-    serve = commands.add_parser("serve", help=serve_help, description=serve_help)
-    dev = commands.add_parser("dev", help=dev_help, description=dev_help)
+    extra = " (installed by pip install 'troth[server]')"
+    serve = commands.add_parser("serve", help=serve_help, description=serve_help + extra)
+    dev = commands.add_parser("dev", help=dev_help, description=dev_help + extra)
     for command, defaults in ((serve, _SERVE_DEFAULTS), (dev, _DEV_DEFAULTS)):
         for setting in _settings():
-            help = f"{setting.metadata['help']} (env {_env(setting.name)})"
+            help = setting.metadata["help"]
+            if not (command is dev and setting.name in _DEV_IGNORES_ENV):
+                help += f" (env {_env(setting.name)})"
             default = defaults.get(setting.name, setting.default)
             if _kind(setting) == "bool":
                 help += f" [default: {'on' if default else 'off'}]"
@@ -117,13 +133,15 @@ def _from_env(setting: dataclasses.Field[Any], raw: str) -> Any:
 
 def config_from(args: argparse.Namespace, environ: dict[str, str]) -> ServerConfig:
     """Flags over environment over defaults; ``dev`` forces debug and ignores TROTH_DB."""
+    from troth.server.config import ServerConfig
+
     values: dict[str, Any] = {}
     dev = args.command == "dev"
     for setting in _settings():
         flag = getattr(args, setting.name)
         if flag is not None:
             values[setting.name] = flag
-        elif _env(setting.name) in environ and not (dev and setting.name == "db"):
+        elif _env(setting.name) in environ and not (dev and setting.name in _DEV_IGNORES_ENV):
             values[setting.name] = _from_env(setting, environ[_env(setting.name)])
     if dev and args.debug is None:
         values["debug"] = True
@@ -154,11 +172,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = config_from(args, dict(os.environ))
     except ValueError as e:
         parser.error(str(e))
-    from troth.server.runner import run
+    try:
+        from troth.server.runner import run
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] not in _SERVER_EXTRA:
+            raise
+        print(f"troth {args.command} {_NEEDS_EXTRA} (no module {e.name!r})", file=sys.stderr)
+        return 2
 
     if args.command == "dev" and args.db is None:
         with tempfile.TemporaryDirectory(prefix="troth-dev-") as scratch:
-            return run(dataclasses.replace(config, db=os.path.join(scratch, "troth.db")))
+            return run(dataclasses.replace(config, db=os.path.join(scratch, "troth-dev.db")))
     return run(config)
 
 

@@ -26,7 +26,7 @@ def config(argv: list[str], env: dict[str, str] | None = None) -> ServerConfig:
 
 def test_serve_defaults() -> None:
     c = config(["serve"])
-    assert (c.bind, c.port, c.db, c.debug) == ("127.0.0.1", 8001, "troth.db", False)
+    assert (c.bind, c.port, c.db, c.debug) == ("127.0.0.1", 8001, "troth-server.db", False)
     assert (c.tasks_retry_timeout, c.max_body_bytes) == (5000, 2 * 1024 * 1024)
     assert c.url == "http://127.0.0.1:8001"
 
@@ -49,7 +49,7 @@ def test_environment_configures_and_flags_win() -> None:
 def test_dev_turns_debug_on_and_ignores_troth_db() -> None:
     c = config(["dev"], {"TROTH_DB": "/data/real.db", "TROTH_DEBUG": "false"})
     assert c.debug is True
-    assert c.db == "troth.db"  # replaced by a throwaway file when run
+    assert c.db == "troth-server.db"  # replaced by a throwaway file when run
 
 
 def test_a_bad_environment_value_is_a_usage_error() -> None:
@@ -106,7 +106,7 @@ def test_dev_serves_in_debug_mode_on_a_throwaway_database(
             time.sleep(0.05)
         snap = {"kind": "debug.snap", "head": {"corrId": "c", "version": "2026-04-01"}, "data": {}}
         assert httpx.post(url, json=snap).status_code == 200
-        assert list(tmp_path.glob("troth-dev-*/troth.db"))
+        assert list(tmp_path.glob("troth-dev-*/troth-dev.db"))
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(10) == 0

@@ -50,8 +50,11 @@ def worker_main(spec: str, url: str | None = None, group: str | None = None) -> 
     ``url`` and ``group`` (``--url``, ``--group``) win over what the app module chose: they
     are set as TROTH_URL/TROTH_GROUP before it is imported (for an app built from the
     environment) and on the app after."""
-    if "" not in sys.path:
-        sys.path.insert(0, "")  # import the user's module from the working directory
+    # Import the user's module from the directory the worker was started in, as ``python -m``
+    # does: ``troth worker shop:app`` next to shop.py, ``troth worker examples.hello:app``
+    # from the repository root.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if url is not None:
         os.environ["TROTH_URL"] = url

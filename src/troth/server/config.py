@@ -25,7 +25,9 @@ class ServerConfig:
     )
     port: int = _setting(8001, "port to listen on")
     db: str = _setting(
-        "troth.db", "SQLite database file, or a postgresql:// URL shared by several servers"
+        "troth-server.db",
+        "SQLite database file (not the embedded SDK's troth.db), or a postgresql:// URL shared"
+        " by several servers",
     )
     debug: bool = _setting(False, "enable debug.* kinds and honour head['resonate:debug_time']")
     server_url: str | None = _setting(
@@ -98,11 +100,8 @@ class ServerConfig:
 
     @property
     def authenticates(self) -> bool:
-        """Whether every client must prove who it is: unsigned mode proves nothing, even
-        beside a static token, since anyone can mint an admin JWT for it."""
-        if self.auth_publickey == "none":
-            return False
-        return self.auth_token is not None or self.auth_publickey is not None
+        """Whether every client must prove who it is (unsigned mode proves nothing)."""
+        return self.auth_token is not None or self.auth_publickey not in (None, "none")
 
     @property
     def bind(self) -> str:
