@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Generator
 from typing import NamedTuple, Protocol
 
 from troth.protocol.records import PromiseRecord, PromiseState, Schedule, TaskRecord, TaskState
@@ -166,18 +167,21 @@ class Store(Protocol):
 
     def search_promises(
         self, state: PromiseState | None, tags: dict[str, str], after: str | None, limit: int
-    ) -> list[PromiseRecord]:
+    ) -> Generator[PromiseRecord, None, None]:
         """Up to ``limit`` stored promises with id > ``after``, by id, filtered by exact
-        stored state and tag containment."""
+        stored state and tag containment; read as they are taken, and no further once
+        the generator is closed (so a caller may stop early without holding them all)."""
         ...
 
     def search_tasks(
         self, state: TaskState | None, after: str | None, limit: int
-    ) -> list[Task]: ...
+    ) -> Generator[Task, None, None]:
+        """As ``search_promises``, filtered by exact stored state."""
+        ...
 
     def search_schedules(
         self, tags: dict[str, str], after: str | None, limit: int
-    ) -> list[Schedule]:
+    ) -> Generator[Schedule, None, None]:
         """As ``search_promises``, with containment on ``promiseTags``."""
         ...
 

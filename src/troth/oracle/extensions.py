@@ -13,6 +13,7 @@ from typing import TypeVar
 import msgspec
 
 from troth.oracle.state import ServerState
+from troth.protocol.limits import MAX_PAGE_BYTES, record_bytes
 from troth.protocol.records import BRANCH, PromiseRecord, PromiseState, Tags, TaskState
 from troth.protocol.requests import (
     PromiseSearchRequest,
@@ -44,13 +45,20 @@ def _contains(tags: Tags, wanted: Tags | None) -> bool:
 def _page(
     rows: Sequence[Row], id_of: Callable[[Row], str], limit: int | None, cursor: str | None
 ) -> tuple[list[Row], str | None]:
-    """Rows sorted by id after ``cursor``, at most ``limit``; the next cursor if more remain."""
+    """Rows sorted by id after ``cursor``, at most ``limit`` of them, and no more than fit in
+    ``MAX_PAGE_BYTES`` of JSON (but at least one); the next cursor if more remain."""
     ordered = sorted(rows, key=id_of)
     if cursor is not None:
         ordered = [r for r in ordered if id_of(r) > cursor]
     size = DEFAULT_LIMIT if limit is None else limit
     page = ordered[:size]
-    more = len(ordered) > size
+    total = 0
+    for end, row in enumerate(page):
+        total += record_bytes(row)
+        if end > 0 and total > MAX_PAGE_BYTES:
+            page = page[:end]
+            break
+    more = len(ordered) > len(page)
     return page, (id_of(page[-1]) if more else None)
 
 

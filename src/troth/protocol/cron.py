@@ -44,6 +44,10 @@ def next_cron(cron: str, after: int) -> int:
     return int(seconds) * 1000
 
 
+ID_FIELD = "{{.id}}"
+TIMESTAMP_FIELD = "{{.timestamp}}"
+
+
 def expand(template: str, schedule_id: str, timestamp: int) -> str:
     """A schedule occurrence's promise id: ``{{.id}}`` and ``{{.timestamp}}`` substituted."""
-    return template.replace("{{.id}}", schedule_id).replace("{{.timestamp}}", str(timestamp))
+    return template.replace(ID_FIELD, schedule_id).replace(TIMESTAMP_FIELD, str(timestamp))

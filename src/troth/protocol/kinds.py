@@ -25,9 +25,9 @@ class Kind(NamedTuple):
 _TASK_CONFLICT = "Task is not in a state that allows this, or the version does not match"
 
 KINDS: dict[str, Kind] = {
-    "promise.get": Kind(rq.PromiseGetRequest, not_found="Promise not found"),
+    "promise.get": Kind(rq.PromiseGetRequest, v.lookup, not_found="Promise not found"),
     "promise.create": Kind(rq.PromiseCreateRequest, v.promise_create),
-    "promise.settle": Kind(rq.PromiseSettleRequest, not_found="Promise not found"),
+    "promise.settle": Kind(rq.PromiseSettleRequest, v.lookup, not_found="Promise not found"),
     "promise.register_callback": Kind(
         rq.PromiseRegisterCallbackRequest,
         v.register_callback,
@@ -39,8 +39,8 @@ KINDS: dict[str, Kind] = {
         v.register_listener,
         not_found="Awaited promise not found",
     ),
-    "promise.search": Kind(rq.PromiseSearchRequest, v.search_limit),
-    "task.get": Kind(rq.TaskGetRequest, not_found="Task not found"),
+    "promise.search": Kind(rq.PromiseSearchRequest, v.search),
+    "task.get": Kind(rq.TaskGetRequest, v.lookup, not_found="Task not found"),
     "task.create": Kind(
         rq.TaskCreateRequest,
         v.task_create,
@@ -48,10 +48,10 @@ KINDS: dict[str, Kind] = {
         unprocessable="The promise does not have a resonate:target tag",
     ),
     "task.acquire": Kind(
-        rq.TaskAcquireRequest, not_found="Task not found", conflict=_TASK_CONFLICT
+        rq.TaskAcquireRequest, v.task_acquire, not_found="Task not found", conflict=_TASK_CONFLICT
     ),
     "task.release": Kind(
-        rq.TaskReleaseRequest, not_found="Task not found", conflict=_TASK_CONFLICT
+        rq.TaskReleaseRequest, v.lookup, not_found="Task not found", conflict=_TASK_CONFLICT
     ),
     "task.fulfill": Kind(
         rq.TaskFulfillRequest, v.task_fulfill, not_found="Task not found", conflict=_TASK_CONFLICT
@@ -66,16 +66,18 @@ KINDS: dict[str, Kind] = {
     "task.fence": Kind(
         rq.TaskFenceRequest, v.task_fence, not_found="Task not found", conflict=_TASK_CONFLICT
     ),
-    "task.heartbeat": Kind(rq.TaskHeartbeatRequest),
-    "task.halt": Kind(rq.TaskHaltRequest, not_found="Task not found", conflict="Task is fulfilled"),
-    "task.continue": Kind(
-        rq.TaskContinueRequest, not_found="Task not found", conflict="Task is not halted"
+    "task.heartbeat": Kind(rq.TaskHeartbeatRequest, v.task_heartbeat),
+    "task.halt": Kind(
+        rq.TaskHaltRequest, v.lookup, not_found="Task not found", conflict="Task is fulfilled"
     ),
-    "task.search": Kind(rq.TaskSearchRequest, v.search_limit),
-    "schedule.get": Kind(rq.ScheduleGetRequest, not_found="Schedule not found"),
+    "task.continue": Kind(
+        rq.TaskContinueRequest, v.lookup, not_found="Task not found", conflict="Task is not halted"
+    ),
+    "task.search": Kind(rq.TaskSearchRequest, v.search),
+    "schedule.get": Kind(rq.ScheduleGetRequest, v.lookup, not_found="Schedule not found"),
     "schedule.create": Kind(rq.ScheduleCreateRequest, v.schedule_create),
-    "schedule.delete": Kind(rq.ScheduleDeleteRequest, not_found="Schedule not found"),
-    "schedule.search": Kind(rq.ScheduleSearchRequest, v.search_limit),
+    "schedule.delete": Kind(rq.ScheduleDeleteRequest, v.lookup, not_found="Schedule not found"),
+    "schedule.search": Kind(rq.ScheduleSearchRequest, v.search),
     "debug.start": Kind(rq.DebugRequest),
     "debug.stop": Kind(rq.DebugRequest),
     "debug.reset": Kind(rq.DebugRequest),

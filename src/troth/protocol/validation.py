@@ -6,7 +6,9 @@ troth's decisions where they break the official SDKs:
 - ids are ``<origin>:<lineage>`` as the current official SDKs mint them (see ``ids``):
   ``:`` is reserved in ``resonate:origin`` and schedule ids, ``.`` is allowed everywhere;
 - ``task.heartbeat`` accepts an empty list (as the Lean spec does) and tasks of several
-  origins (the Python SDK batches every task of a process into one heartbeat).
+  origins (the Python SDK batches every task of a process into one heartbeat);
+- every id, address and set of tags is held to the sizes and characters of ``limits``, in
+  every kind, so that both backends store (or refuse) exactly the same input.
 """
 
 from __future__ import annotations
@@ -16,15 +18,25 @@ from typing import Any
 
 from troth.protocol import addresses, cron
 from troth.protocol.ids import ORIGIN_SEP, child_id, descends, origin
-from troth.protocol.records import BRANCH, DELAY, ORIGIN, PARENT, TARGET
+from troth.protocol.limits import (
+    MAX_FILTERS,
+    MAX_ID_BYTES,
+    address_errors,
+    byte_size,
+    id_errors,
+    tags_errors,
+)
+from troth.protocol.records import BRANCH, DELAY, MAX_MILLIS, ORIGIN, PARENT, TARGET
 from troth.protocol.requests import (
     PromiseCreateRequest,
     PromiseRegisterCallbackRequest,
     PromiseRegisterListenerRequest,
     ScheduleCreateRequest,
+    TaskAcquireRequest,
     TaskCreateRequest,
     TaskFenceRequest,
     TaskFulfillRequest,
+    TaskHeartbeatRequest,
     TaskSuspendRequest,
 )
 
@@ -33,20 +45,16 @@ MAX_LIMIT = 1000
 
 def promise_create(req: PromiseCreateRequest, where: str = "") -> list[str]:
     """The rules for every shape of promise creation (plain, in task.create, fenced)."""
-    errors: list[str] = []
     tags = req.tags
-    if "\x00" in req.id:
-        errors.append(f"{where}id must not contain null bytes")
+    errors = id_errors(f"{where}id", req.id) + tags_errors(f"{where}tags", tags)
     if ORIGIN_SEP in tags.get(ORIGIN, ""):
         errors.append(f"{ORIGIN} must not contain '{ORIGIN_SEP}': it names a root id")
     for tag in (ORIGIN, BRANCH, PARENT):
         if tag in tags and not descends(req.id, tags[tag]):
             prefix = child_id(tags[tag], "")
             errors.append(f"{where}id must equal {tag} or start with {prefix!r}")
-    if TARGET in tags and not addresses.is_valid(tags[TARGET]):
-        errors.append(
-            f"Invalid {TARGET} address {tags[TARGET]!r} in {where}tags: use poll://… or http(s)://…"
-        )
+    if TARGET in tags:
+        errors += _address(f"{TARGET} address", tags[TARGET], f" in {where}tags")
     if DELAY in tags:
         delay = tags[DELAY]
         if not (delay.isascii() and delay.isdigit()) or int(delay) >= 2**63:
@@ -58,7 +66,20 @@ def promise_create(req: PromiseCreateRequest, where: str = "") -> list[str]:
     return errors
 
 
+def _address(label: str, address: str, place: str = "") -> list[str]:
+    if not addresses.is_valid(address):
+        return [f"Invalid {label} {address!r}{place}: use poll://… or http(s)://…"]
+    return address_errors(f"{label}{place}", address)
+
+
+def lookup(req: Any) -> list[str]:
+    """The kinds that name one object by ``id``."""
+    return id_errors("id", req.id)
+
+
 def register_callback(req: PromiseRegisterCallbackRequest) -> list[str]:
+    if errors := id_errors("awaited", req.awaited) + id_errors("awaiter", req.awaiter):
+        return errors
     if req.awaited == req.awaiter:
         return ["awaited and awaiter must be different promises"]
     if origin(req.awaited) != origin(req.awaiter):
@@ -67,13 +88,11 @@ def register_callback(req: PromiseRegisterCallbackRequest) -> list[str]:
 
 
 def register_listener(req: PromiseRegisterListenerRequest) -> list[str]:
-    if not addresses.is_valid(req.address):
-        return [f"Invalid listener address {req.address!r}: use poll://… or http(s)://…"]
-    return []
+    return id_errors("awaited", req.awaited) + _address("listener address", req.address)
 
 
 def task_create(req: TaskCreateRequest) -> list[str]:
-    errors = promise_create(req.action.data, "action.data.")
+    errors = id_errors("pid", req.pid) + promise_create(req.action.data, "action.data.")
     tags = req.action.data.tags
     if TARGET not in tags:
         errors.append(f"action.data.tags must have a {TARGET} tag")
@@ -82,7 +101,13 @@ def task_create(req: TaskCreateRequest) -> list[str]:
     return errors
 
 
+def task_acquire(req: TaskAcquireRequest) -> list[str]:
+    return id_errors("id", req.id) + id_errors("pid", req.pid)
+
+
 def task_fulfill(req: TaskFulfillRequest) -> list[str]:
+    if errors := id_errors("id", req.id):
+        return errors
     if req.action.data.id != req.id:
         return ["action.data.id must match the task id"]
     return []
@@ -91,10 +116,12 @@ def task_fulfill(req: TaskFulfillRequest) -> list[str]:
 def task_suspend(req: TaskSuspendRequest) -> list[str]:
     if not req.actions:
         return ["actions must not be empty"]
-    errors: list[str] = []
+    errors = id_errors("id", req.id)
     for i, action in enumerate(req.actions):
         data = action.data
-        if data.awaiter != req.id:
+        if found := id_errors(f"actions[{i}].data.awaited", data.awaited):
+            errors += found
+        elif data.awaiter != req.id:
             errors.append(f"actions[{i}].data.awaiter must match the task id")
         elif data.awaited == req.id:
             errors.append(f"actions[{i}].data.awaited must not equal the task id")
@@ -105,33 +132,72 @@ def task_suspend(req: TaskSuspendRequest) -> list[str]:
 
 def task_fence(req: TaskFenceRequest) -> list[str]:
     data = req.action.data
+    if errors := id_errors("id", req.id):
+        return errors
     if data.id == req.id:
         return ["action.data.id must not equal the task id"]
     if isinstance(data, PromiseCreateRequest):
         return promise_create(data, "action.data.")
-    return []
+    return id_errors("action.data.id", data.id)
+
+
+def task_heartbeat(req: TaskHeartbeatRequest) -> list[str]:
+    errors = id_errors("pid", req.pid)
+    for i, task in enumerate(req.tasks):
+        errors += id_errors(f"tasks[{i}].id", task.id)
+    return errors
 
 
 def schedule_create(req: ScheduleCreateRequest) -> list[str]:
-    errors: list[str] = []
+    tags = req.promise_tags
+    # The fired ids contain the schedule's id: judged only once it passes on its own.
+    errors = id_errors("id", req.id) or _fired_id_errors(req)
+    errors += tags_errors("promiseTags", tags)
+    # The schedule's tags go on every promise it fires, unchecked by promise.create there,
+    # so the ids among them are checked here.
+    for tag in (ORIGIN, BRANCH, PARENT):
+        if tag in tags:
+            errors += id_errors(f"{tag} in promiseTags", tags[tag])
     if ORIGIN_SEP in req.id:
         errors.append("schedule id must not contain ':': it is the root of the promises it fires")
     if not cron.is_valid(req.cron):
         errors.append(
             f"Invalid cron expression {req.cron!r}: use 5 fields (or 6 with leading seconds)"
         )
-    target = req.promise_tags.get(TARGET)
+    target = tags.get(TARGET)
     if target is None:
         errors.append(f"promiseTags must include a {TARGET} tag")
-    elif not addresses.is_valid(target):
-        errors.append(f"Invalid {TARGET} address {target!r} in promiseTags")
+    else:
+        errors += _address(f"{TARGET} address", target, " in promiseTags")
     return errors
+
+
+def _fired_id_errors(req: ScheduleCreateRequest) -> list[str]:
+    """The limits of the ids a schedule fires: ``promiseId`` expanded, with the timestamp
+    at its widest. Measured before it is built when it would be long: a template of many
+    ``{{.id}}`` would otherwise expand into megabytes here."""
+    field = "promiseId (expanded)"
+    uses = req.promise_id.count(cron.ID_FIELD)
+    least = byte_size(req.promise_id) + uses * (byte_size(req.id) - len(cron.ID_FIELD))
+    if least > MAX_ID_BYTES:
+        return [f"{field} is at least {least} bytes long: the limit is {MAX_ID_BYTES} bytes"]
+    return id_errors(field, cron.expand(req.promise_id, req.id, MAX_MILLIS))
 
 
 def search_limit(req: Any) -> list[str]:
     if req.limit is not None and not 1 <= req.limit <= MAX_LIMIT:
         return [f"limit must be between 1 and {MAX_LIMIT}"]
     return []
+
+
+def search(req: Any) -> list[str]:
+    """A search's limit, its cursor (an id) and its tag filters, if it takes them."""
+    errors = search_limit(req)
+    if req.cursor is not None:
+        errors += id_errors("cursor", req.cursor)
+    if getattr(req, "tags", None) is not None:
+        errors += tags_errors("tags", req.tags, MAX_FILTERS)
+    return errors
 
 
 Validator = Callable[[Any], list[str]]

@@ -15,7 +15,8 @@ one to read, one to write and commit.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -114,6 +115,14 @@ _TIMEOUT_WHERE: dict[TimeoutKind, tuple[str, str, tuple[int, ...]]] = {
 
 # A timeout entry as this transaction knows it: its deadline, or None when not armed.
 _Entry = tuple[TimeoutKind, str]
+
+
+T = TypeVar("T")
+
+# The one search a transaction runs reads through this cursor, ``_FETCH`` rows at a time:
+# few enough that rows of megabytes stay a small multiple of a page in memory.
+_CURSOR = "troth_search"
+_FETCH = 16
 
 
 def _storable(id: str) -> bool:
@@ -374,7 +383,7 @@ class PostgresStore:
 
     def search_promises(
         self, state: PromiseState | None, tags: dict[str, str], after: str | None, limit: int
-    ) -> list[PromiseRecord]:
+    ) -> Generator[PromiseRecord, None, None]:
         where, args = _tag_filter("tags", tags)
         if ORIGIN in tags:
             # Lets the planner walk the origin index (the CLI's tree view pages this way).
@@ -385,9 +394,11 @@ class PostgresStore:
             args.append(state.value)
         _after(where, args, after)
         query = f"SELECT {PROMISE_COLUMNS} FROM promises {_where(where)} ORDER BY id LIMIT %s"
-        return [codec.promise(row) for row in self._rows(query, (*args, limit))]
+        return self._stream(query, (*args, limit), codec.promise)
 
-    def search_tasks(self, state: TaskState | None, after: str | None, limit: int) -> list[Task]:
+    def search_tasks(
+        self, state: TaskState | None, after: str | None, limit: int
+    ) -> Generator[Task, None, None]:
         where: list[str] = []
         args: list[object] = []
         if state is not None:
@@ -395,15 +406,15 @@ class PostgresStore:
             args.append(state.value)
         _after(where, args, after)
         query = f"SELECT {TASK_COLUMNS} FROM tasks {_where(where)} ORDER BY id LIMIT %s"
-        return [codec.task(row) for row in self._rows(query, (*args, limit))]
+        return self._stream(query, (*args, limit), codec.task)
 
     def search_schedules(
         self, tags: dict[str, str], after: str | None, limit: int
-    ) -> list[Schedule]:
+    ) -> Generator[Schedule, None, None]:
         where, args = _tag_filter("promise_tags", tags)
         _after(where, args, after)
         query = f"SELECT {SCHEDULE_COLUMNS} FROM schedules {_where(where)} ORDER BY id LIMIT %s"
-        return [codec.schedule(row) for row in self._rows(query, (*args, limit))]
+        return self._stream(query, (*args, limit), codec.schedule)
 
     def settled_in_branch(self, branch: str, excluding: str) -> list[PromiseRecord]:
         rows = self._rows(
@@ -412,6 +423,20 @@ class PostgresStore:
             (branch, excluding),
         )
         return [codec.promise(row) for row in rows]
+
+    def _stream(
+        self, query: str, args: tuple[Any, ...], decode: Callable[[Any], T]
+    ) -> Generator[T, None, None]:
+        """The rows of a query, decoded, fetched a few at a time through a cursor of the
+        transaction: a client-side result would hold every row at once, and a search's
+        caller stops reading where its page is full. The cursor ends with the transaction
+        (which runs one search)."""
+        if not all(_storable(arg) for arg in args if isinstance(arg, str)):
+            return  # nothing stored can match a NUL
+        self.conn.execute(f"DECLARE {_CURSOR} NO SCROLL CURSOR FOR {query}", args)
+        while rows := self.conn.execute(f"FETCH {_FETCH} FROM {_CURSOR}").fetchall():
+            for row in rows:
+                yield decode(row)
 
     def _rows(self, query: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         if not all(_storable(arg) for arg in args if isinstance(arg, str)):

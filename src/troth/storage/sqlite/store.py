@@ -8,6 +8,8 @@ an index prefix, so each effect costs O(rows it affects).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Generator
+from typing import Any, TypeVar
 
 from troth.engine.store import (
     OutboxKey,
@@ -22,6 +24,8 @@ from troth.protocol.records import ORIGIN, PromiseRecord, PromiseState, Schedule
 from troth.protocol.responses import Message
 from troth.storage import codec
 from troth.storage.codec import PROMISE_COLUMNS, SCHEDULE_COLUMNS, TASK_COLUMNS
+
+T = TypeVar("T")
 
 _UPSERT_PROMISE = f"""
 INSERT INTO promises ({PROMISE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
@@ -215,7 +219,7 @@ class SqliteStore:
 
     def search_promises(
         self, state: PromiseState | None, tags: dict[str, str], after: str | None, limit: int
-    ) -> list[PromiseRecord]:
+    ) -> Generator[PromiseRecord, None, None]:
         where, args = _tag_filter("tags", tags)
         if ORIGIN in tags:
             # Lets the planner walk the origin index (the CLI's tree view pages this way).
@@ -226,9 +230,11 @@ class SqliteStore:
             args.append(state.value)
         _after(where, args, after)
         sql = f"SELECT {PROMISE_COLUMNS} FROM promises {_where(where)} ORDER BY id LIMIT ?"
-        return [codec.promise(row) for row in self.conn.execute(sql, (*args, limit))]
+        return self._stream(sql, (*args, limit), codec.promise)
 
-    def search_tasks(self, state: TaskState | None, after: str | None, limit: int) -> list[Task]:
+    def search_tasks(
+        self, state: TaskState | None, after: str | None, limit: int
+    ) -> Generator[Task, None, None]:
         where: list[str] = []
         args: list[object] = []
         if state is not None:
@@ -236,15 +242,27 @@ class SqliteStore:
             args.append(state.value)
         _after(where, args, after)
         sql = f"SELECT {TASK_COLUMNS} FROM tasks {_where(where)} ORDER BY id LIMIT ?"
-        return [codec.task(row) for row in self.conn.execute(sql, (*args, limit))]
+        return self._stream(sql, (*args, limit), codec.task)
 
     def search_schedules(
         self, tags: dict[str, str], after: str | None, limit: int
-    ) -> list[Schedule]:
+    ) -> Generator[Schedule, None, None]:
         where, args = _tag_filter("promise_tags", tags)
         _after(where, args, after)
         sql = f"SELECT {SCHEDULE_COLUMNS} FROM schedules {_where(where)} ORDER BY id LIMIT ?"
-        return [codec.schedule(row) for row in self.conn.execute(sql, (*args, limit))]
+        return self._stream(sql, (*args, limit), codec.schedule)
+
+    def _stream(
+        self, sql: str, args: tuple[object, ...], decode: Callable[[Any], T]
+    ) -> Generator[T, None, None]:
+        """The rows of a query, decoded, stepped one at a time; closing the generator
+        finalizes the statement, so the rows never taken are never read."""
+        cursor = self.conn.execute(sql, args)
+        try:
+            for row in cursor:
+                yield decode(row)
+        finally:
+            cursor.close()
 
     def settled_in_branch(self, branch: str, excluding: str) -> list[PromiseRecord]:
         rows = self.conn.execute(
