@@ -50,8 +50,18 @@ def test_other_methods_on_the_rpc_endpoint_answer_405(server: TrothServer) -> No
         assert server.http.request(method, "/").status_code == 405, method
 
 
-def test_post_on_a_poll_path_answers_405(server: TrothServer) -> None:
-    assert server.http.post("/poll/g/w1").status_code == 405
+def test_other_verbs_on_a_poll_path_answer_405(server: TrothServer) -> None:
+    assert server.http.put("/poll/g/w1").status_code == 405
+    assert server.http.delete("/poll/g/w1").status_code == 405
+
+
+def test_post_on_a_poll_path_is_an_acknowledgement_and_checks_its_body(
+    server: TrothServer,
+) -> None:
+    # POST acknowledges the frames of an ?ack=1 stream (docs/delivery.md).
+    assert server.http.post("/poll/g/w1").status_code == 400
+    unknown = server.http.post("/poll/g/w1", json={"stream": "nope", "seen": 1})
+    assert unknown.status_code == 404
 
 
 def test_success_is_http_200_with_the_envelope_echoing_kind_and_corr_id(
