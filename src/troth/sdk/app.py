@@ -29,10 +29,11 @@ from troth.protocol.records import (
 )
 from troth.protocol.requests import CreateAction, PromiseCreateRequest, TaskCreateRequest
 from troth.protocol.responses import PromiseResponse, TaskClaimResponse
+from troth.sdk.cancellation import grace_tags
 from troth.sdk.client import Executions, Handle, Promises, Schedules, Waiter
 from troth.sdk.clock import Clock, WallClock
 from troth.sdk.codec import DEFAULT_MAX_VALUE_BYTES, Codec, Encryptor, parameter_hints
-from troth.sdk.context import Context, grace_tags
+from troth.sdk.context import Context
 from troth.sdk.errors import FunctionNotFoundError, IdempotencyConflictError, ServerError
 from troth.sdk.execution import SCOPE, Runtime, SettledCache
 from troth.sdk.network import Network, action_head, anycast, new_pid, target_address

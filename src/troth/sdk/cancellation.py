@@ -44,7 +44,7 @@ from troth.protocol.records import (
 from troth.protocol.requests import PromiseCreateRequest
 from troth.sdk.codec import Codec, error_from_json, error_to_json, is_error_json
 from troth.sdk.errors import CanceledError, TimedOutError
-from troth.sdk.options import DEADLINE_TAG
+from troth.sdk.options import DEADLINE_TAG, DeadlineSource, Options
 
 CANCEL_TAG = "troth:cancel"
 """On a cancel promise: ``request`` (settled by whoever cancels), or ``timeout`` (a timer
@@ -82,6 +82,16 @@ def cancel_request(root: PromiseRecord) -> PromiseCreateRequest:
         tags.update({TIMER: "true", CANCEL_TAG: "timeout"})
         at = min(at, int(cancel_at))
     return PromiseCreateRequest(id, at, Value(), tags)
+
+
+def grace_tags(opts: Options, at: int, source: DeadlineSource | None) -> dict[str, str]:
+    """The root tag of an execution started with the ``grace`` option: when it is canceled
+    cooperatively (``TimedOutError``), ``grace`` before its deadline ``at``."""
+    if opts.grace is None:
+        return {}
+    if source is None:
+        raise ValueError("the grace option needs a deadline: give a timeout as well")
+    return {CANCEL_AT_TAG: str(max(0, at - round(opts.grace.total_seconds() * 1000)))}
 
 
 def reason_value(codec: Codec, reason: str | BaseException | None, detached: bool) -> Value:

@@ -43,7 +43,7 @@ from troth.protocol.records import (
 )
 from troth.protocol.requests import PromiseCreateRequest
 from troth.sdk import attempts
-from troth.sdk.cancellation import CANCEL_AT_TAG, CANCELED_TAG
+from troth.sdk.cancellation import CANCELED_TAG, grace_tags
 from troth.sdk.codec import encode_error, parameter_hints, result_of
 from troth.sdk.errors import (
     AttemptInterruptedError,
@@ -711,13 +711,3 @@ def _refused(request: PromiseCreateRequest, deadline: int) -> PromiseCreateReque
     tags = {k: v for k, v in request.tags.items() if k not in (TARGET, TIMER)}
     tags[CANCELED_TAG] = "true"
     return msgspec.structs.replace(request, tags=tags, timeout_at=deadline)
-
-
-def grace_tags(opts: Options, at: int, source: DeadlineSource | None) -> dict[str, str]:
-    """The root tag of an execution started with the ``grace`` option: when it is canceled
-    cooperatively (``TimedOutError``), ``grace`` before its deadline ``at``."""
-    if opts.grace is None:
-        return {}
-    if source is None:
-        raise ValueError("the grace option needs a deadline: give a timeout as well")
-    return {CANCEL_AT_TAG: str(max(0, at - round(opts.grace.total_seconds() * 1000)))}
