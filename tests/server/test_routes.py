@@ -78,11 +78,15 @@ def test_success_is_http_200_with_the_envelope_echoing_kind_and_corr_id(
     assert body["data"]["promise"]["id"] == "p1"
 
 
-def test_content_type_of_the_request_is_not_checked(server: TrothServer) -> None:
+@pytest.mark.parametrize("content_type", ["Application/JSON", "application/json; charset=utf-8"])
+def test_json_is_json_in_any_case_and_with_parameters(
+    server: TrothServer, content_type: str
+) -> None:
+    # Other content types are 415: tests/server/test_browsers.py.
     request = server.envelope("promise.get", {"id": "nope"})
     response = server.http.post(
         "/", content=httpx.Request("POST", "/", json=request).content,
-        headers={"content-type": "text/plain"},
+        headers={"content-type": content_type},
     )  # fmt: skip
     assert response.status_code == 404
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from ._harness import FAR, TrothServer
 
+JSON = {"content-type": "application/json"}
 EMPTY_SNAP = {
     "promises": [],
     "promiseTimeouts": [],
@@ -35,7 +36,7 @@ def test_malformed_requests_answer_400_write_nothing_and_the_server_keeps_servin
     server: TrothServer,
 ) -> None:
     for body in MALFORMED:
-        response = server.http.post("/", content=body)
+        response = server.http.post("/", content=body, headers=JSON)
         assert response.status_code == 400, body
         envelope = response.json()
         assert envelope["head"]["status"] == 400
@@ -47,7 +48,7 @@ def test_malformed_requests_answer_400_write_nothing_and_the_server_keeps_servin
 
 def test_a_400_names_the_kind_and_corr_id_when_they_can_be_read(server: TrothServer) -> None:
     body = b'{"kind":"promise.create","head":{"corrId":"c9","version":"2026-04-01"},"data":{}}'
-    envelope = server.http.post("/", content=body).json()
+    envelope = server.http.post("/", content=body, headers=JSON).json()
     assert (envelope["kind"], envelope["head"]["corrId"]) == ("promise.create", "c9")
 
 
@@ -70,8 +71,8 @@ def test_an_oversized_chunked_body_is_refused_without_reading_it_all(
     server = start_server("--max-body-bytes", "1000")
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(
-            b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
-            + b"%x\r\n" % 1500 + b"x" * 1500 + b"\r\n"
+            b"POST / HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % 1500 + b"x" * 1500 + b"\r\n"
         )
         # The client never finishes its body; the server answers anyway.
         reply = sock.recv(4096)

@@ -10,6 +10,9 @@
 | ``/promises``, ``/tasks``, ``/schedules`` and below, any verb | 410: the pre-2026 REST API |
 | anything else                           | 404, empty                                      |
 
+``POST /`` takes ``application/json`` only (415 otherwise), and pages of other origins
+may call the server from a browser only as ``--cors-origins`` allows (``cors``).
+
 The app owns the service it is given: ASGI lifespan startup starts the timeouts and delivery
 loops; shutdown ends every poll stream, stops the loops and closes the service.
 """
@@ -29,12 +32,14 @@ from troth.server.asgi import (
     Receive,
     Scope,
     Send,
+    is_json,
     read_body,
     respond,
 )
 from troth.server.auth import Auth, Denied, bearer
 from troth.server.clock import Clock
 from troth.server.config import ServerConfig
+from troth.server.cors import Cors, Http, parse_origins
 from troth.server.delivery import DeliveryLoop
 from troth.server.poll import PollHub
 from troth.server.push import Pusher
@@ -47,6 +52,7 @@ log = logging.getLogger("troth.server")
 
 _GONE = b'{"error":"This endpoint is no longer supported. Please update to the latest SDK."}'
 _LEGACY = ("/promises", "/tasks", "/schedules")
+_NOT_JSON = b"Unsupported Content-Type: POST / takes application/json"
 _ACK_LIMIT = 1024  # bytes: an acknowledgement is a token and a number
 
 
@@ -86,6 +92,8 @@ class App:
         self.auth = Auth.from_config(config)
         self.rpc = Rpc(service, self.clock, self.timeouts, config.debug, self.auth)
         self._loops: list[asyncio.Task[None]] = []
+        origins = parse_origins(config.cors_origins)
+        self._serve: Http = Cors(self._http, origins) if origins else self._http
 
     async def start(self) -> None:
         self._loops = [
@@ -107,7 +115,7 @@ class App:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            await self._http(scope, receive, send)
+            await self._serve(scope, receive, send)
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
 
@@ -134,6 +142,11 @@ class App:
             await respond(send, 404)
 
     async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not is_json(scope):
+            # A page of any origin may send text/plain or a form without asking (``cors``):
+            # such a request must do nothing, so it is refused before its body is read.
+            await respond(send, 415, _NOT_JSON, TEXT, close=True)
+            return
         limit = self.config.max_body_bytes
         try:
             body = await read_body(scope, receive, limit)

@@ -6,7 +6,7 @@ SDK call, and a framework's routing and request objects would cost more than the
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 Scope = MutableMapping[str, Any]
@@ -24,6 +24,20 @@ class BodyTooLarge(Exception):
 
 class Disconnected(Exception):
     pass
+
+
+def header(scope: Scope, name: bytes) -> bytes | None:
+    """A request header's value (``name`` in lower case, as ASGI gives names), or None."""
+    for key, value in scope["headers"]:
+        if key == name:
+            return bytes(value)
+    return None
+
+
+def is_json(scope: Scope) -> bool:
+    """Whether the request declares a JSON body: ``application/json``, parameters aside."""
+    content_type = header(scope, b"content-type") or b""
+    return content_type.split(b";", 1)[0].strip().lower() == JSON
 
 
 async def read_body(scope: Scope, receive: Receive, limit: int) -> bytes:
@@ -71,8 +85,9 @@ async def respond(
     content_type: bytes | None = None,
     close: bool = False,
     retry_after: int | None = None,
+    extra: Sequence[tuple[bytes, bytes]] = (),
 ) -> None:
-    headers = [(b"content-length", str(len(body)).encode())]
+    headers = [(b"content-length", str(len(body)).encode()), *extra]
     if retry_after is not None:
         headers.append((b"retry-after", str(retry_after).encode()))
     if content_type is not None:

@@ -37,6 +37,11 @@ class ServerConfig:
         5000, "ms until an unclaimed pending task's execute is sent again"
     )
     max_body_bytes: int = _setting(2 * 1024 * 1024, "largest request body accepted (413 beyond)")
+    cors_origins: str | None = _setting(
+        None,
+        "comma-separated origins (scheme://host[:port]) whose web pages may call this server"
+        " from a browser, or '*' for any; unset: none may (no CORS headers are sent)",
+    )
 
     poll_max_connections: int = _setting(1000, "open SSE connections allowed (503 beyond)")
     poll_max_per_group: int = _setting(500, "open SSE connections allowed per worker group")

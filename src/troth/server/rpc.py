@@ -5,12 +5,14 @@ authenticate (401) and authorize (403; see ``auth``), decode and check the data 
 refuse debug kinds unless debug mode (403), pick ``now``, run the kind. Every outcome is an
 envelope whose HTTP status is its ``head.status``; nothing a client sends can crash the
 server, and an infrastructure failure is a 500 envelope with the request's kind and corrId
-(503 when the backend says the request lost a write race and is safe to send again).
+(503 when the backend says the request lost a write race and is safe to send again). A 5xx
+body names an error id and nothing of the failure; the log has the rest under that id.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 
 from troth.engine import READ_ONLY
 from troth.protocol.envelope import (
@@ -69,9 +71,9 @@ class Rpc:
             reply = await self._run(request)
         try:
             return reply.status, encode_response(request.kind, request.corr_id, reply)
-        except Exception as e:  # a reply the encoder cannot write is our bug, not the client's
-            log.exception("encoding the %s reply failed", request.kind)
-            return 500, encode_response(request.kind, request.corr_id, _internal(e))
+        except Exception:  # a reply the encoder cannot write is our bug, not the client's
+            reply = _internal(f"encoding the {request.kind} reply")
+            return 500, encode_response(request.kind, request.corr_id, reply)
 
     async def _run(self, request: Request) -> Reply:
         if self._debug and request.debug_time is not None:
@@ -82,11 +84,11 @@ class Rpc:
             reply = await self._service.handle(request, now)
         except Retriable as e:
             # Nothing was committed; the client may send the same request again.
-            log.warning("%s lost its retries: %s", request.kind, e)
-            return Reply(503, f"Temporarily unavailable, retry: {e}")
-        except Exception as e:
-            log.exception("%s failed", request.kind)
-            return _internal(e)
+            error = _error_id()
+            log.warning("%s lost its retries [error %s]: %s", request.kind, error, e)
+            return Reply(503, f"Temporarily unavailable, retry (error {error})")
+        except Exception:
+            return _internal(request.kind)
         if request.kind not in READ_ONLY:
             # The commit may have armed a deadline earlier than the one the loop sleeps towards.
             self._timeouts.poke()
@@ -112,14 +114,21 @@ class Rpc:
                     return Reply(400, "resonate:debug_time must equal data.time")
                 await self._service.fire_due(time)
                 return Reply(200, [])
-        except Exception as e:
-            log.exception("%s failed", kind)
+        except Exception:
             verb = {"debug.reset": "Reset", "debug.snap": "Snap", "debug.tick": "Tick"}.get(
                 kind, "Debug"
             )
-            return Reply(500, f"{verb} failed: {e}")
+            return _internal(kind, f"{verb} failed")
         return Reply(200, EMPTY)
 
 
-def _internal(error: Exception) -> Reply:
-    return Reply(500, f"Internal error: {error}")
+def _error_id() -> str:
+    return secrets.token_hex(6)
+
+
+def _internal(what: str, message: str = "Internal error") -> Reply:
+    """The 500 for the exception being handled. Its text can show SQL, stored data and file
+    paths, so it goes to the log only, under an id the body names for finding it there."""
+    error = _error_id()
+    log.exception("%s failed [error %s]", what, error)
+    return Reply(500, f"{message} (error {error}: see the server log)")
