@@ -41,7 +41,12 @@ _TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 # Defaults that depend on other settings, as the help shows them (see ``ServerConfig.bind``).
 _SERVE_DEFAULTS = {"host": "127.0.0.1, or 0.0.0.0 with auth on"}
 # What ``troth dev`` does differently, as its help shows it (see ``config_from``, ``main``).
-_DEV_DEFAULTS = {"db": "a temporary file, deleted on exit", "debug": True, "host": "127.0.0.1"}
+_DEV_DEFAULTS = {
+    "db": "a temporary file, deleted on exit",
+    "debug": True,
+    "host": "127.0.0.1",
+    "push_allow": "public,loopback",
+}
 # Environment variables ``troth dev`` does not read (see ``config_from``).
 _DEV_IGNORES_ENV = {"db"}
 
@@ -112,6 +117,8 @@ def _metavar(name: str) -> str:
     """``--db PATH|URL``, ``--server-url URL``, ``--log-level LEVEL``."""
     if name == "auth_publickey":
         return "PATH|none"
+    if name == "push_allow":
+        return "LIST"
     return "PATH|URL" if name == "db" else name.rsplit("_", 1)[-1].upper()
 
 
@@ -147,6 +154,8 @@ def config_from(args: argparse.Namespace, environ: dict[str, str]) -> ServerConf
         values["debug"] = True
     if dev and "host" not in values:
         values["host"] = "127.0.0.1"  # debug.reset must not be one request away, auth or not
+    if dev and "push_allow" not in values:
+        values["push_allow"] = _DEV_DEFAULTS["push_allow"]  # a receiver on this machine works
     config = ServerConfig(**values)
     for name in ("auth_token", "push_auth_token"):
         token = getattr(config, name)

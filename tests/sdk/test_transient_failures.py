@@ -1,7 +1,7 @@
 """Transient failures between the SDK and the server are retried, not fatal.
 
-No answer (connection refused or reset, a timeout) and 502/503/504 are retried with backoff
-by every request, for up to ``request_retry``; a server killed with SIGKILL and restarted
+No answer (connection refused or reset, a timeout), 429 and 502/503/504 are retried with
+backoff by every request, for up to ``request_retry``; a server killed with SIGKILL and restarted
 a few seconds later on the same database delays the callers and steps, fails none of them,
 and runs no finished step again.
 """
@@ -100,6 +100,27 @@ async def test_a_503_with_retry_after_is_sent_again_after_the_pause_it_asks_for(
     assert status == 200 and body.promise.id == "p1"
     assert answered == [503, 503, 200]
     assert elapsed >= 0.55  # the two pauses the server asked for
+
+
+async def test_a_429_of_the_rate_limit_is_sent_again_after_its_retry_after():
+    answered: list[int] = []
+
+    def answer(kind: str, cid: str) -> tuple[int, dict[str, str], bytes]:
+        status = 429 if not answered else 200
+        answered.append(status)
+        if status == 429:  # as troth serve --rate-limit answers: plain text, not an envelope
+            return 429, {"Retry-After": "0.2"}, b"Too many requests: the limit is 5 per second"
+        return 200, {}, envelope(kind, cid, 200, {"promise": PROMISE})
+
+    server, url = await fake_server(answer)
+    net = network(url, request_retry=10)
+    try:
+        status, body = await net.send("promise.get", PromiseGetRequest("p1"))
+    finally:
+        await net.stop()
+        server.close()
+    assert status == 200 and body.promise.id == "p1"
+    assert answered == [429, 200]
 
 
 async def test_a_refused_connection_is_retried_until_the_server_listens():

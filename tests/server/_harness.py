@@ -26,6 +26,8 @@ import httpx
 
 VERSION = "2026-04-01"
 FAR = 10**13  # a deadline that never comes during a test (year 2286)
+# Tests push to receivers on 127.0.0.1, which the default --push-allow (public) refuses.
+LOCAL_PUSH = {"TROTH_PUSH_ALLOW": "public,loopback"}
 
 
 def free_port() -> int:
@@ -66,6 +68,7 @@ class TrothServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
         self.http = httpx.Client(base_url=self.url, timeout=10)
+        self.preexec_fn: Callable[[], None] | None = None  # run in the child before exec
 
     def start(self) -> TrothServer:
         command = [
@@ -75,7 +78,11 @@ class TrothServer:
         ]  # fmt: skip
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                command, stdout=log, stderr=log, env={**os.environ, **self.env}
+                command,
+                stdout=log,
+                stderr=log,
+                env={**LOCAL_PUSH, **os.environ, **self.env},
+                preexec_fn=self.preexec_fn,
             )
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

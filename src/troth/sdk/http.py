@@ -10,11 +10,12 @@ round and round: a stream that fails reconnects to the next server, and a reques
 gets no answer is sent again to the next server at once.
 
 Transient failures are retried here, in one place, for every request the SDK sends: no
-answer (connection refused or reset, a timeout) and 502/503/504 (a proxy with no backend,
-a server that lost a write race or is starting). Once every server has been tried, the
-request waits (the server's ``Retry-After``, else a backoff from 0.1 s doubling to 2 s,
-with jitter) and goes round again, until ``request_retry`` seconds have passed since it
-was first sent; then no answer raises ``NetworkError`` and a 5xx is returned as it came.
+answer (connection refused or reset, a timeout), 429 (over the server's ``--rate-limit``)
+and 502/503/504 (a proxy with no backend, a server that lost a write race or is starting).
+Once every server has been tried, the request waits (the server's ``Retry-After``, else a
+backoff from 0.1 s doubling to 2 s, with jitter) and goes round again, until
+``request_retry`` seconds have passed since it was first sent; then no answer raises
+``NetworkError`` and a 5xx (or 429) is returned as it came.
 So a server restart of a few seconds delays callers and steps; it fails none of them, and
 a finished step's result is recorded when the server is back instead of being lost.
 
@@ -61,7 +62,7 @@ MAX_BACKOFF = 30.0
 
 DEFAULT_REQUEST_RETRY = 30.0  # seconds a request keeps being retried before it fails
 MAX_REQUEST_BACKOFF = 2.0  # a request's pause between rounds grows to this
-RETRY_STATUSES = frozenset({502, 503, 504})  # the server (or its proxy) may answer later
+RETRY_STATUSES = frozenset({429, 502, 503, 504})  # the server (or its proxy) may answer later
 RETRY_LOG_INTERVAL = 5.0  # seconds between warnings about the same outage
 ACK_DELAY = 0.01  # seconds an acknowledgement waits for more frames to acknowledge with it
 

@@ -45,6 +45,7 @@ from troth.server.poll import PollHub
 from troth.server.push import Pusher
 from troth.server.rpc import Rpc
 from troth.server.sse import acknowledge, acknowledges, stream
+from troth.server.targets import PushAllowList
 from troth.server.timeouts import TimeoutsLoop
 from troth.storage.service import Service
 
@@ -71,6 +72,7 @@ class App:
             max_per_group=config.poll_max_per_group,
             max_per_owner=config.poll_max_per_client,
         )
+        self.push_allow = PushAllowList(config.push_allow, config.push_allow_credentials)
         self.pusher = Pusher(
             config.push_concurrency,
             config.push_timeout,
@@ -78,6 +80,7 @@ class App:
             config.push_backoff,
             config.push_backoff_max,
             token=config.push_auth_token,
+            allow=self.push_allow,
         )
         self.delivery = DeliveryLoop(
             service,
@@ -90,7 +93,7 @@ class App:
             config.poll_unblock_hold,
         )
         self.auth = Auth.from_config(config)
-        self.rpc = Rpc(service, self.clock, self.timeouts, config.debug, self.auth)
+        self.rpc = Rpc(service, self.clock, self.timeouts, config.debug, self.auth, self.push_allow)
         self._loops: list[asyncio.Task[None]] = []
         origins = parse_origins(config.cors_origins)
         self._serve: Http = Cors(self._http, origins) if origins else self._http

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from troth.server.targets import PushAllowList
+
 
 def _setting(default: Any, help: str) -> Any:
     return field(default=default, metadata={"help": help})
@@ -37,6 +39,32 @@ class ServerConfig:
         5000, "ms until an unclaimed pending task's execute is sent again"
     )
     max_body_bytes: int = _setting(2 * 1024 * 1024, "largest request body accepted (413 beyond)")
+
+    request_read_timeout: int = _setting(
+        30000,
+        "ms a request may take to arrive, head and body, counted from its first byte (or from"
+        " when the connection opened or went idle); a slower one's connection is closed",
+    )
+    max_connections: int = _setting(
+        0,
+        "HTTP connections open at once (0: three quarters of the open-files limit); at the cap"
+        " the connection waiting longest for its request is closed, or the new one gets 503",
+    )
+    write_timeout: int = _setting(
+        30000,
+        "ms a response may wait in the server's buffer without the client reading any of it;"
+        " then the connection is closed",
+    )
+    max_buffered_bytes: int = _setting(
+        64 * 1024 * 1024,
+        "response bytes waiting for slow readers, all connections together; beyond it the"
+        " connections that read least recently are closed",
+    )
+    rate_limit: int = _setting(
+        0,
+        "requests per second per client address (IPv6: per /64), bursts of one second's worth;"
+        " more are answered 429 with Retry-After (0: no limit)",
+    )
     cors_origins: str | None = _setting(
         None,
         "comma-separated origins (scheme://host[:port]) whose web pages may call this server"
@@ -67,6 +95,15 @@ class ServerConfig:
     push_retries: int = _setting(3, "HTTP push attempts per delivery round")
     push_backoff: int = _setting(100, "ms before the second push attempt; doubles per failure")
     push_backoff_max: int = _setting(60000, "ms at most between push attempts or rounds")
+    push_allow: str = _setting(
+        "public",
+        "HTTP push targets allowed, comma-separated: public, loopback, private, *, addresses,"
+        " CIDRs, host names (*.example.com), each optionally with :port and scheme://"
+        " (docs/delivery.md); loopback, private and link-local addresses only when listed",
+    )
+    push_allow_credentials: bool = _setting(
+        False, "allow user:password@ in push URLs (sent as Basic auth)"
+    )
 
     delivery_batch_size: int = _setting(100, "outbox messages read per delivery pass")
     delivery_interval: int = _setting(1000, "ms between delivery passes when nothing changes")
@@ -102,6 +139,9 @@ class ServerConfig:
 
     shutdown_timeout: int = _setting(10000, "ms to finish in-flight requests on SIGTERM/SIGINT")
     log_level: str = _setting("info", "debug, info, warning or error")
+
+    def __post_init__(self) -> None:
+        PushAllowList(self.push_allow)  # a bad entry stops the server at startup, named
 
     @property
     def authenticates(self) -> bool:

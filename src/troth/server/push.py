@@ -11,6 +11,10 @@ POST with a JSON body whose answer matters only by its status, and during a stor
 failing targets httpx spent over a millisecond of CPU per attempt (its connection pool does
 work linear in its connections for every request), enough to starve the server. Connections
 are kept alive per origin and reused; redirects are not followed; proxies are not used.
+
+Only targets the allow-list admits are pushed to (``troth.server.targets``): a new connection
+goes to an address the list was asked about, never to the host name resolved once more, and a
+refused target ends its round at once with the reason as the failure.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import contextlib
 import ssl
 from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
+
+from troth.server.targets import PushAllowList, Refused
 
 _IDLE_PER_ORIGIN = 64  # keep-alive connections kept per scheme, host and port
 _MAX_HEAD = 64 * 1024  # bytes of status line and headers read at most
@@ -43,13 +49,17 @@ _Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 class _Client:
     """``POST`` over HTTP/1.1 with keep-alive; answers the status code."""
 
-    def __init__(self, token: str | None = None) -> None:
+    def __init__(self, allow: PushAllowList, token: str | None = None) -> None:
+        self._allow = allow
         # --push-auth-token: how a target tells troth's pushes from anyone else's POSTs.
         self._authorization = f"Authorization: Bearer {token}" if token else None
         self._idle: dict[_Origin, list[_Stream]] = {}
         self._tls: ssl.SSLContext | None = None
 
     async def post(self, url: str, body: bytes) -> int:
+        reason = self._allow.refusal(url)  # before an idle connection is reused, too
+        if reason is not None:
+            raise Refused(reason)
         parts = urlsplit(url)
         https = parts.scheme == "https"
         host = parts.hostname or ""
@@ -74,13 +84,22 @@ class _Client:
                 return await self._exchange(origin, stream, request)
             except (ConnectionError, asyncio.IncompleteReadError):
                 pass  # the target closed the idle connection meanwhile: once more, on a new one
-        return await self._exchange(origin, await self._connect(origin, https), request)
+        return await self._exchange(origin, await self._connect(url, origin, https), request)
 
-    async def _connect(self, origin: _Origin, https: bool) -> _Stream:
+    async def _connect(self, url: str, origin: _Origin, https: bool) -> _Stream:
         _, host, port = origin
+        addresses = await self._allow.resolve(url)
         if https and self._tls is None:
             self._tls = ssl.create_default_context()
-        return await asyncio.open_connection(host, port, ssl=self._tls if https else None)
+        tls = {"ssl": self._tls, "server_hostname": host} if https else {}
+        error: OSError | None = None
+        for address in addresses:  # in the resolver's order, as a connection by name would
+            try:
+                return await asyncio.open_connection(address, port, **tls)  # type: ignore[arg-type]
+            except OSError as e:
+                error = e
+        assert error is not None  # resolve() answers at least one address
+        raise error
 
     async def _exchange(self, origin: _Origin, stream: _Stream, request: bytes) -> int:
         reader, writer = stream
@@ -155,13 +174,14 @@ class Pusher:
         backoff_ms: int,
         backoff_max_ms: int,
         token: str | None = None,
+        allow: PushAllowList | None = None,
     ) -> None:
         self.concurrency = max(1, concurrency)
         self.retries = max(1, retries)
         self._backoff = backoff_ms / 1000
         self._backoff_max = backoff_max_ms / 1000
         self._timeout = timeout_ms / 1000
-        self._client = _Client(token)
+        self._client = _Client(allow or PushAllowList("public"), token)
 
     def backoff(self, failures: int) -> float:
         """Seconds to wait after ``failures`` consecutive failures (exponential, capped)."""
@@ -178,7 +198,11 @@ class Pusher:
         attempts = attempts or self.retries
         detail = ""
         for attempt in range(1, attempts + 1):
-            detail = await self._attempt(url, body)
+            try:
+                detail = await self._attempt(url, body)
+            except Refused as e:
+                # Not worth another attempt: only a new --push-allow can change the answer.
+                return Outcome(False, f"refused: {e}")
             if not detail:
                 return Outcome(True, "")
             if attempt < attempts:
@@ -192,6 +216,8 @@ class Pusher:
                 status = await self._client.post(url, body)
         except TimeoutError:
             return "timed out"
+        except Refused:
+            raise
         except Exception as e:  # connection refused, bad answer, bad URL: all just failures
             return str(e) or type(e).__name__
         return "" if 200 <= status < 300 else f"answered {status}"

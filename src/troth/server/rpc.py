@@ -26,6 +26,7 @@ from troth.protocol.requests import DebugTickRequest
 from troth.protocol.responses import EMPTY, Reply
 from troth.server.auth import Auth, Denied
 from troth.server.clock import Clock
+from troth.server.targets import PushAllowList, door_refusal
 from troth.server.timeouts import TimeoutsLoop
 from troth.storage.service import Retriable, Service
 
@@ -40,8 +41,10 @@ class Rpc:
         timeouts: TimeoutsLoop,
         debug: bool,
         auth: Auth | None = None,
+        push_allow: PushAllowList | None = None,
     ) -> None:
         self._service = service
+        self._push_allow = push_allow
         self._auth = auth
         self._clock = clock
         self._timeouts = timeouts
@@ -76,6 +79,12 @@ class Rpc:
             return 500, encode_response(request.kind, request.corr_id, reply)
 
     async def _run(self, request: Request) -> Reply:
+        if self._push_allow is not None:
+            # A push target refused at the door is a 400 the client sees, not a message
+            # parked later with only a warning in the server's log.
+            refusal = door_refusal(request.data, self._push_allow)
+            if refusal is not None:
+                return Reply(400, refusal)
         if self._debug and request.debug_time is not None:
             now = request.debug_time
         else:

@@ -24,6 +24,8 @@ from troth.engine.timeouts import CatchUp
 from troth.server.app import App
 from troth.server.auth import UNSIGNED, AuthConfigError
 from troth.server.config import ServerConfig
+from troth.server.connections import ConnectionGuard
+from troth.server.ratelimit import RateLimit
 from troth.storage.service import Service
 from troth.storage.sqlite.liveness import FileInUseError
 
@@ -93,11 +95,18 @@ def shown_db(db: str) -> str:
 
 def uvicorn_config(app: Any, config: ServerConfig) -> uvicorn.Config:
     """How ``troth serve`` runs an ASGI app; the benchmark serves its echo app the same way."""
+    guard = ConnectionGuard(
+        config.request_read_timeout,
+        config.max_connections,
+        config.write_timeout,
+        config.max_buffered_bytes,
+    )
     return uvicorn.Config(
-        app,
+        RateLimit(app, config.rate_limit) if config.rate_limit > 0 else app,
         host=config.bind,
         port=config.port,
-        http="httptools",
+        http=guard.protocol,  # httptools, with the bounds of ``troth.server.connections``
+        ws="none",  # no WebSocket route: an upgraded connection would escape the guard
         lifespan="on",
         access_log=False,
         log_config=None,
