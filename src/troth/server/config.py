@@ -39,6 +39,11 @@ class ServerConfig:
         5000, "ms until an unclaimed pending task's execute is sent again"
     )
     max_body_bytes: int = _setting(2 * 1024 * 1024, "largest request body accepted (413 beyond)")
+    cors_origins: str | None = _setting(
+        None,
+        "comma-separated origins (scheme://host[:port]) whose web pages may call this server"
+        " from a browser, or '*' for any; unset: none may (no CORS headers are sent)",
+    )
 
     request_read_timeout: int = _setting(
         30000,
@@ -64,11 +69,6 @@ class ServerConfig:
         0,
         "requests per second per client address (IPv6: per /64), bursts of one second's worth;"
         " more are answered 429 with Retry-After (0: no limit)",
-    )
-    cors_origins: str | None = _setting(
-        None,
-        "comma-separated origins (scheme://host[:port]) whose web pages may call this server"
-        " from a browser, or '*' for any; unset: none may (no CORS headers are sent)",
     )
 
     poll_max_connections: int = _setting(1000, "open SSE connections allowed (503 beyond)")
@@ -145,8 +145,11 @@ class ServerConfig:
 
     @property
     def authenticates(self) -> bool:
-        """Whether every client must prove who it is (unsigned mode proves nothing)."""
-        return self.auth_token is not None or self.auth_publickey not in (None, "none")
+        """Whether every client must prove who it is: unsigned mode proves nothing, even
+        beside a static token, since anyone can mint an admin JWT for it."""
+        if self.auth_publickey == "none":
+            return False
+        return self.auth_token is not None or self.auth_publickey is not None
 
     @property
     def bind(self) -> str:
