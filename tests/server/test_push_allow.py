@@ -5,6 +5,7 @@ receiver gets nothing; a target the allow-list names still receives."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -14,15 +15,33 @@ from typing import Any
 
 import pytest
 
+from support.postgres import cluster_url, fresh_database
+
 from ._harness import FAR, PushTarget, TrothServer, eventually
 
 TARGET = "resonate:target"
 
 
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.pg)])
+def strict_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TrothServer]:
+    """A server with the default allow-list (only public addresses), on each backend."""
+    folder = tmp_path_factory.mktemp("push-allow")
+    with contextlib.ExitStack() as stack:
+        db: Any = folder / "t.db"
+        if request.param == "postgres":
+            db = stack.enter_context(fresh_database(cluster_url(), "troth_push_allow"))
+        server = TrothServer(db, folder / "server.log", ("--debug", "--push-allow", "public"), {})
+        server.start()
+        stack.callback(server.close)
+        yield server
+
+
 @pytest.fixture
-def strict(start_server: Callable[..., TrothServer]) -> TrothServer:
-    """A server with the default allow-list (only public addresses)."""
-    return start_server("--push-allow", "public")
+def strict(strict_server: TrothServer) -> TrothServer:
+    strict_server.ok("debug.reset")
+    return strict_server
 
 
 def loopback_name() -> str:
