@@ -290,7 +290,8 @@ class Simulation:
                 worker = self.rng.choice(live)
                 job = self.sched.spawn(worker.pid, _run_on(worker.app, root))
             else:
-                job = asyncio.ensure_future(self.client.rpc(root.id, root.fn, *root.args).done())
+                starts = self.client.options(**root.options)
+                job = asyncio.ensure_future(starts.rpc(root.id, root.fn, *root.args).done())
             await asyncio.wait([job])
             if not job.cancelled() and job.exception() is None:
                 return
@@ -374,4 +375,4 @@ class Simulation:
 
 async def _run_on(app: Troth, root: Root) -> None:
     # Called inside the worker's task, so that what ``run`` starts belongs to the worker.
-    await app.run(root.id, root.fn, *root.args).done()
+    await app.options(**root.options).run(root.id, root.fn, *root.args).done()

@@ -62,9 +62,9 @@ def test_the_uninterrupted_run_gives_the_expected_results(uninterrupted: Result)
     assert {id: (outcome[id][0], outcome[id][1][0]) for id in REJECTED} == {
         id: ("rejected", error) for id, error in REJECTED.items()
     }
-    assert {id: outcome[id] for id in CANCELED} == {
-        id: ("rejected_canceled", ("CanceledError", message)) for id, message in CANCELED.items()
-    }
+    for id, message in CANCELED.items():
+        state, (name, text) = outcome[id]
+        assert (state, name) == ("rejected_canceled", "CanceledError") and text.startswith(message)
     assert EXPECTED.keys() | REJECTED.keys() | CANCELED.keys() == {root.id for root in ROOTS}
     # Every cleanup and compensation is recorded; the saga's last compensation came first.
     undos = {
@@ -76,6 +76,7 @@ def test_the_uninterrupted_run_gives_the_expected_results(uninterrupted: Result)
         "csleep:2": "undone sleep 6",
         "cparent:0.1": "undone child 4",
         "cparent:1": "undone parent 4",
+        "timed:2": "undone timed 4",
         "saga:3": "undone second 20",
         "saga:4": "undone first 10",
     }
@@ -86,7 +87,7 @@ def test_the_uninterrupted_run_gives_the_expected_results(uninterrupted: Result)
     # (over the app's limit, refused by the server, without an encoding) are not retried.
     assert sorted(retried.values()) == [3, 3], retried
     steps = {id for id, tag in uninterrupted.step_promises.items() if tag in LEAF_STEPS}
-    assert set(starts) == steps and len(steps) == 35
+    assert set(starts) == steps and len(steps) == 37
     unstorable = {id for id, (state, value) in outcome.items() if id in steps and
                   state == "rejected" and value[0] == "UnstorableValueError"}  # fmt: skip
     assert sorted(unstorable) == ["hoard:1", "ship:0", "unstorable:1"]
@@ -174,10 +175,16 @@ def test_the_replay_check_catches_an_sdk_that_answers_new_code_from_old_records(
 ) -> None:
     """The value check can fail: an SDK without the replay check hands the redeployed
     ``deploy`` the result ``charge`` recorded at position 1 as if ``refund`` had returned it,
-    and the execution resolves with a value its steps did not produce. (Seed 5: a worker
-    with the new code resumes the execution after ``charge`` was recorded.)"""
+    and the execution resolves with a value its steps did not produce. (The first seed in
+    which a worker with the new code resumes the execution after ``charge`` was recorded;
+    which seed that is changes whenever the workflows do.)"""
     monkeypatch.setattr(Call, "mismatch", lambda self, tags: None)
-    result = Simulation(5).run()
+    for seed in range(40):
+        result = Simulation(seed).run()
+        if result.outcome[CHANGED] == ("resolved", "refunded 110, 220"):
+            break
+    else:
+        pytest.fail("no seed of the first 40 redeploys in the middle of deploy")
     assert result.outcome[CHANGED] == ("resolved", "refunded 110, 220")
     found = problems(result, None)
     assert any("but its steps give ('resolved', 'charged 110, 220')" in p for p in found), found

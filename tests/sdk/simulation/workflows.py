@@ -345,10 +345,25 @@ async def compensating(ctx: Context, n: int) -> str:
     return "not compensated"
 
 
+async def timed(ctx: Context, n: int) -> int:
+    """Started with a deadline and a grace period (see ``ROOTS``): canceled by its timer with
+    a ``TimedOutError`` reason while it sleeps, and cleans up before the deadline."""
+    entered(ctx)
+    a = await ctx.run(double, n)
+    try:
+        await ctx.sleep(600)
+    except CanceledError:
+        async with ctx.shield():
+            await ctx.run(undo, f"timed {a}")
+        raise
+    return a
+
+
 class Root(NamedTuple):
     id: str
     fn: Callable[..., Any]
     args: tuple[Any, ...]
+    options: dict[str, Any] = {}  # noqa: RUF012 (never mutated)
 
 
 ROOTS = [
@@ -366,6 +381,7 @@ ROOTS = [
     Root("csleep", canceled_sleeper, (3,)),
     Root("cparent", canceled_parent, (4,)),
     Root("saga", compensating, (5,)),
+    Root("timed", timed, (2,), {"timeout": 400, "grace": 200}),
 ]
 
 # The root whose code changes between runs: compared with the versions' own rules (see
@@ -400,8 +416,10 @@ REJECTED = {
     "ship": "UnstorableValueError",
     "saga": "ValueError",
 }
-# ... and the roots canceled, with the error they end with.
+# ... and the roots canceled, with the error they end with (``timed``'s names the instant
+# of its deadline, which differs between seeds: only its start is compared).
 CANCELED = {
+    "timed": "promise 'timed' was canceled: promise 'timed' timed out at its deadline",
     "csleep": f"promise 'csleep' was canceled: {CANCEL_REASON}",
     "cparent": f"promise 'cparent:0' was canceled: {CANCEL_REASON}",
 }
@@ -409,7 +427,7 @@ CANCELED = {
 FUNCTIONS = [
     sequential, fan_out, callee, caller, sleeper, approve, retrying, inner, innermost, nested,
     hoard, ship, unstorable, double, flaky, doomed, charge, refund, bulky, connect,
-    undo, canceled_sleeper, sleeping_child, canceled_parent, compensating,
+    undo, canceled_sleeper, sleeping_child, canceled_parent, compensating, timed,
 ]  # fmt: skip
 
 
