@@ -372,7 +372,10 @@ async def test_cancel_racing_completion_has_one_outcome_that_the_handle_reports(
     await asyncio.gather(*(handle.started() for handle in handles))
     for n, id in enumerate(ids):
         await asyncio.sleep(0.01 * (n % 5))
-        await app.cancel(id, reason="race")
+        if n % 2:
+            await app.cancel(id, reason="race")
+        else:
+            await handles[n].cancel("race")
     outcomes = {}
     for n, (id, handle) in enumerate(zip(ids, handles, strict=True)):
         try:

@@ -114,6 +114,7 @@ async def main() -> None:
         stoppable: Handle[str] = graced.run("cancel-1", cancellable, "a")
         await app.cancel("cancel-1", reason="no longer needed")
         await app.cancel("cancel-1", TimeoutError("late"), detached=True)
+        await stoppable.cancel("changed plans")
         await stoppable.started()
         handle: Handle[dict[str, str]] = app.run("transfer-42", transfer, "a", "b", 10)
         result: dict[str, str] = await handle.result()

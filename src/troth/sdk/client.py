@@ -151,6 +151,14 @@ class Handle(Generic[T]):
         await self._creation()
         return await self._app.executions.status(self.id)
 
+    async def cancel(
+        self, reason: str | BaseException | None = None, *, detached: bool = False
+    ) -> None:
+        """Ask the execution to stop, cooperatively (see ``Executions.cancel``); await
+        ``result()`` for how it ended."""
+        await self._creation()
+        await self._app.executions.cancel(self.id, reason, detached=detached)
+
     async def settled(self) -> PromiseRecord:
         """The settled promise record, once it is settled (``HaltedError`` if halted)."""
         if self._started is not None:
