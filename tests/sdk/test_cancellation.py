@@ -358,6 +358,9 @@ async def test_termination_ends_the_root_at_once_without_cleanup(app: Troth, uid
 async def test_cancel_of_an_unknown_or_ended_execution(app: Troth, uid: str):
     with pytest.raises(ServerError, match="404"):
         await app.cancel(f"{uid}-nothing")
+    await app.promises.create(f"{uid}-plain", timeout=60)
+    with pytest.raises(ServerError, match="not an execution"):
+        await app.cancel(f"{uid}-plain")
     handle = app.run(uid, quick, 0)
     assert await handle.result() == "done 0"
     await app.cancel(uid, reason="too late")  # nothing to do

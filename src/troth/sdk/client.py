@@ -500,7 +500,8 @@ class Executions:
 
         Returns once the request is recorded, not when the execution has stopped (await
         its handle's ``result()`` for that). An execution that has ended is left as it is.
-        ``ServerError`` (404) if there is no such execution. To end an execution at once,
+        ``ServerError`` (404) if there is no such execution (or ``id`` is a plain promise,
+        which ``app.promises`` settles). To end an execution at once,
         without its cleanup or its children, settle its promise instead
         (``app.promises.cancel(id)``)."""
         network = self._app.runtime.network
@@ -509,6 +510,10 @@ class Executions:
             raise ServerError("promise.get", 404, f"no execution {id!r}")
         if root.state != PromiseState.PENDING:
             return
+        if await task_of(network, id) is None:
+            raise ServerError(
+                "task.get", 404, f"{id!r} is a promise without a task, not an execution"
+            )
         request = cancel_request(root)
         record = await send_promise(network, "promise.create", request)
         if record.state == PromiseState.PENDING:
