@@ -71,6 +71,11 @@ class _Stall:
         self.size = size  # unsent bytes at the last look
         self.read_at = now  # when the client last took any of them
 
+    def look(self, size: int, now: float) -> None:
+        if size < self.size:
+            self.read_at = now
+        self.size = size
+
 
 class ConnectionGuard:
     def __init__(
@@ -161,10 +166,7 @@ class ConnectionGuard:
                 break  # the rest became waiting later still
             self.close(connection, "request not received within the read timeout")
         for connection, stall in list(self._stalled.items()):
-            size = connection.transport.get_write_buffer_size()
-            if size < stall.size:
-                stall.read_at = now
-            stall.size = size
+            stall.look(connection.transport.get_write_buffer_size(), now)
             if now - stall.read_at > self.write_timeout:
                 self.abort(connection, "response not read within the write timeout")
         self._keep_budget()
@@ -178,9 +180,10 @@ class ConnectionGuard:
     def _keep_budget(self) -> None:
         """Abort the connections that read least recently while the unsent bytes of all
         stalled ones exceed the budget."""
+        now = asyncio.get_running_loop().time()
         total = 0
         for connection, stall in self._stalled.items():
-            stall.size = connection.transport.get_write_buffer_size()
+            stall.look(connection.transport.get_write_buffer_size(), now)
             total += stall.size
         if total <= self.max_buffered:
             return
