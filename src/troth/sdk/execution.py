@@ -422,7 +422,11 @@ class Execution:
         """Drive ``main`` (the function called with its root context) until it blocks or ends."""
         if CANCEL_AT_TAG in self.root.tags and self.cancel_record is None:
             # A timeout with cleanup: its timer must exist before anything else happens.
-            blocked = await self._guarded(self.cancel_promise())
+            try:
+                blocked = await self._guarded(self.cancel_promise())
+            except BaseException:  # the worker stops: ``main`` never runs
+                main.close()
+                raise
             if blocked is not None:
                 main.close()
                 return blocked
