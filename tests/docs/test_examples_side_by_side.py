@@ -41,6 +41,7 @@ def example(args: tuple[str, ...], cwd: Path, env: dict[str, str]) -> subprocess
     )
 
 
+@pytest.mark.slow  # seven examples at once on two cores: about 20 s
 def test_examples_side_by_side_on_one_server_take_only_their_own_tasks(tmp_path):
     server = Server(tmp_path)
     env = clean_env(TROTH_URL=server.url, STEP_SECONDS="0.2")
@@ -81,9 +82,19 @@ def test_troth_worker_imports_the_app_from_the_directory_it_starts_in(tmp_path):
         [troth_command(), "worker", "shop:app"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
+    assert "serving order for group 'shop'" in until_serving(worker)
+
+
+def until_serving(worker: subprocess.Popen[bytes]) -> str:
+    """The worker's log up to the line that says it serves (or up to its exit); stops it."""
+    assert worker.stdout is not None
+    lines = []
     try:
-        out, _ = worker.communicate(timeout=5)
-    except subprocess.TimeoutExpired:  # serving: it found the app
+        for line in iter(worker.stdout.readline, b""):
+            lines.append(line.decode())
+            if " serving " in lines[-1]:
+                break
+    finally:
         worker.terminate()
-        out, _ = worker.communicate(timeout=30)
-    assert "serving order for group 'shop'" in out.decode(), out.decode()
+        worker.communicate(timeout=30)
+    return "".join(lines)
