@@ -85,6 +85,17 @@ def test_troth_worker_imports_the_app_from_the_directory_it_starts_in(tmp_path):
     assert "serving order for group 'shop'" in until_serving(worker)
 
 
+def test_troth_worker_serves_the_group_its_help_says_it_reads_from_the_environment(tmp_path):
+    """``--group`` says (env TROTH_GROUP): it applies to an app that names its own group."""
+    env = clean_env(TROTH_URL="http://127.0.0.1:9", TROTH_GROUP="elsewhere")
+    worker = subprocess.Popen(
+        [troth_command(), "worker", "examples.hello:app"],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    log = until_serving(worker)
+    assert "serving hello for group 'elsewhere' (server http://127.0.0.1:9)" in log, log
+
+
 def until_serving(worker: subprocess.Popen[bytes]) -> str:
     """The worker's log up to the line that says it serves (or up to its exit); stops it."""
     assert worker.stdout is not None

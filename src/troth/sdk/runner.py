@@ -47,9 +47,12 @@ async def serve(app: Troth) -> None:
 def worker_main(spec: str, url: str | None = None, group: str | None = None) -> int:
     """Entry point for the CLI's ``worker`` command; returns the process exit code.
 
-    ``url`` and ``group`` (``--url``, ``--group``) win over what the app module chose: they
-    are set as TROTH_URL/TROTH_GROUP before it is imported (for an app built from the
-    environment) and on the app after."""
+    ``url`` and ``group`` (``--url``, ``--group``, else TROTH_URL and TROTH_GROUP, as the
+    help says) win over what the app module chose: they are set as TROTH_URL/TROTH_GROUP
+    before it is imported (for an app built from the environment) and on the app after
+    (for one that names its own group, as every example does)."""
+    url = url or os.environ.get("TROTH_URL") or None
+    group = group or os.environ.get("TROTH_GROUP") or None
     # Import the user's module from the directory the worker was started in, as ``python -m``
     # does: ``troth worker shop:app`` next to shop.py, ``troth worker examples.hello:app``
     # from the repository root.
