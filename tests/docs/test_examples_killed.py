@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ._support import REPO, clean_env
+from ._support import REPO, Server, clean_env
 
 EXAMPLES = REPO / "examples"
 
@@ -109,11 +109,21 @@ def test_crash_recovery_killed_at_a_random_moment_runs_each_finished_step_once(t
     assert sum(ran[f"start {n}"] for n in range(5)) <= 6, (why, ran)  # one cut off, at most
 
 
-def test_approval_by_hand_survives_a_kill_and_the_printed_command_approves(tmp_path):
+@pytest.mark.parametrize("mode", ["embedded", "remote"])
+def test_approval_by_hand_survives_a_kill_and_the_printed_command_approves(mode, tmp_path):
     """The approver is a person: the example prints the command that approves, the person
     runs it from another shell (another directory here) while the example is dead, and the
     example, run again, finishes at once."""
-    process = start("approval", "e9", "--by-hand", cwd=tmp_path)
+    server = Server(tmp_path) if mode == "remote" else None
+    try:
+        approve_by_hand(tmp_path, {"TROTH_URL": server.url} if server else {})
+    finally:
+        if server is not None:
+            server.close()
+
+
+def approve_by_hand(tmp_path: Path, env: dict[str, str]) -> None:
+    process = start("approval", "e9", "--by-hand", cwd=tmp_path, **env)
     assert process.stdout is not None
     lines = [process.stdout.readline().decode() for _ in range(2)]
     assert lines[0].startswith("to approve from another shell"), lines
@@ -128,7 +138,8 @@ def test_approval_by_hand_survives_a_kill_and_the_printed_command_approves(tmp_p
     )
     assert approve.returncode == 0, f"{command}\n{approve.stderr.decode()}"
     assert not (elsewhere / "troth.db").exists()  # it approved in the example's database
-    second = rerun("approval", "e9", "--by-hand", cwd=tmp_path, why="approved while dead")
+    second = rerun("approval", "e9", "--by-hand", cwd=tmp_path, why="approved while dead", **env)
     assert "expense e9: paid" in second
     assert "approval requested" not in second  # that step had finished: not asked twice
-    assert shlex.split(command)[0].startswith("TROTH_DB=")
+    where = shlex.split(command)[0]
+    assert where == f"TROTH_URL={env['TROTH_URL']}" if env else where.startswith("TROTH_DB=")
