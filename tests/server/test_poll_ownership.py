@@ -5,23 +5,26 @@ capped per group and per client."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from ._backends import BACKENDS, serve
 from ._harness import SseClient, TrothServer
 from .test_auth import AUD, ISS, Keys, keys, token  # noqa: F401 (keys is a fixture)
 
 TARGET = {"resonate:target": "poll://any@payments/w1"}
 
 
-@pytest.fixture
-def secured(start_server: Callable[..., TrothServer], keys: Keys) -> TrothServer:  # noqa: F811
-    return start_server(
-        "--auth-publickey", keys.paths["rsa"], "--auth-iss", ISS, "--auth-aud", AUD,
-        "--poll-max-per-client", "3",
-    )  # fmt: skip
+@pytest.fixture(params=BACKENDS)
+def secured(request: pytest.FixtureRequest, tmp_path: Path, keys: Keys) -> Iterator[TrothServer]:  # noqa: F811
+    flags = (
+        *("--auth-publickey", keys.paths["rsa"], "--auth-iss", ISS, "--auth-aud", AUD),
+        *("--poll-max-per-client", "3"),
+    )
+    with serve(request.param, tmp_path, *flags) as server:
+        yield server
 
 
 def worker_token(keys: Keys, sub: str) -> str:  # noqa: F811
