@@ -14,7 +14,9 @@ import re
 import shlex
 import subprocess
 import sys
+import uuid
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,12 +80,41 @@ def rerun(example: str, *args: str, cwd: Path, why: str, **env: str) -> str:
     return out.decode()
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: " ".join((c.example, *c.args)))
+def case_id(case: Case) -> str:
+    return " ".join((case.example, *case.args))
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_an_example_killed_at_a_random_moment_finishes_when_run_again(case: Case, tmp_path):
+    killed_and_run_again(case, tmp_path, {})
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    server = Server(tmp_path_factory.mktemp("server"))
+    yield server
+    server.close()
+
+
+@pytest.mark.slow  # the rerun waits for the dead worker's lease (30 s) to lapse
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c.example in ("countdown", "saga")], ids=case_id
+)
+def test_an_example_killed_against_a_server_finishes_when_run_again(case: Case, tmp_path, server):
+    # Fresh ids: every test of this module shares the server.
+    args = (f"{case.args[0]}{uuid.uuid4().hex[:6]}", *case.args[1:])
+    if case.example == "countdown":  # its id is made of its arguments: change the pause
+        args = (case.args[0], f"0.{random.randint(300, 399)}")
+    done = case.done.replace(case.args[0], args[0]) if case.example == "saga" else case.done
+    killed_and_run_again(Case(case.example, args, done, case.steps, case.seconds), tmp_path,
+                         {"TROTH_URL": server.url})  # fmt: skip
+
+
+def killed_and_run_again(case: Case, tmp_path: Path, env: dict[str, str]) -> None:
     delay = random.uniform(0.1, case.seconds)
-    first, killed = kill_after(start(case.example, *case.args, cwd=tmp_path), delay)
+    first, killed = kill_after(start(case.example, *case.args, cwd=tmp_path, **env), delay)
     why = f"killed after {delay:.2f} s" if killed else f"finished within {delay:.2f} s"
-    second = rerun(case.example, *case.args, cwd=tmp_path, why=why)
+    second = rerun(case.example, *case.args, cwd=tmp_path, why=why, **env)
     assert case.done in second, f"{why}:\n{first}\n--- run again:\n{second}"
 
     def steps(out: str) -> list[str]:
