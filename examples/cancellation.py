@@ -71,9 +71,9 @@ async def until_held(order_id: str) -> None:
     """Until the warehouse holds the stock (or, on a rerun, the order has already ended)."""
     while True:
         with contextlib.suppress(ServerError):  # not created yet
-            if await app.executions.status(f"{order_id}:1") == ExecutionStatus.SUSPENDED:
-                return
             if await app.executions.status(order_id) in ENDED:
+                return
+            if await app.executions.status(f"{order_id}:1") == ExecutionStatus.SUSPENDED:
                 return
         await asyncio.sleep(0.05)
 
