@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -32,7 +31,6 @@ def test_a_killed_workflow_finishes_in_a_new_process_without_repeating_steps(
     env["PYTHONUNBUFFERED"] = "1"
     if mode == "remote":
         env["TROTH_URL"] = request.getfixturevalue("server").url
-        env["TROTH_GROUP"] = f"crash{uuid.uuid4().hex[:6]}"
     else:
         env["TROTH_DB"] = str(tmp_path / "troth.db")
     first = subprocess.Popen(
