@@ -109,3 +109,12 @@ def until_serving(worker: subprocess.Popen[bytes]) -> str:
         worker.terminate()
         worker.communicate(timeout=30)
     return "".join(lines)
+
+
+def test_troth_worker_says_where_it_looked_for_a_module_it_cannot_find():
+    done = subprocess.run(
+        [troth_command(), "worker", "hello:app"],
+        cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"troth worker: No module named 'hello' (imported from {REPO})"

@@ -65,7 +65,10 @@ def worker_main(spec: str, url: str | None = None, group: str | None = None) -> 
         os.environ["TROTH_GROUP"] = group
     try:
         app = load_app(spec)
-    except (ImportError, ValueError) as e:
+    except ImportError as e:
+        print(f"troth worker: {e} (imported from {os.getcwd()})", file=sys.stderr)
+        return 2
+    except ValueError as e:
         print(f"troth worker: {e}", file=sys.stderr)
         return 2
     if url is not None:
