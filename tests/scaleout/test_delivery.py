@@ -115,10 +115,16 @@ def test_each_due_timeout_fires_once_across_the_servers(
 ) -> None:
     cluster = make_cluster(3, ("--debug", "--log-level", "debug"))
     servers = cluster.servers
-    due = now_ms() + 2000
+    due = now_ms() + 4000
     ids = [f"t{i}" for i in range(300)]
-    for i, id in enumerate(ids):
-        servers[i % 3].create_promise(id, timeout_at=due, tags={"resonate:timer": "true"})
+    # A promise created once its deadline has passed is settled by its create, not by a
+    # timeout: on a loaded machine the last creates may come after ``due``.
+    armed = sum(
+        servers[i % 3].create_promise(id, timeout_at=due, tags={"resonate:timer": "true"})["state"]
+        == "pending"
+        for i, id in enumerate(ids)
+    )
+    assert armed >= 100, f"only {armed} promises were created before their deadline"
 
     def settled() -> bool:
         promises = servers[0].snap()["promises"]
@@ -126,5 +132,5 @@ def test_each_due_timeout_fires_once_across_the_servers(
 
     eventually(settled, timeout=15, interval=0.2)
     time.sleep(1.5)  # every server has looked again since
-    assert cluster.fired() == len(ids)
+    assert cluster.fired() == armed
     assert servers[0].snap()["promiseTimeouts"] == []
