@@ -86,7 +86,7 @@ def test_a_catch_up_of_ten_million_occurrences_blocks_neither_health_nor_shutdow
         f" {caught_up} occurrences created meanwhile"
     )
     print(figures)
-    assert caught_up > 1000, figures  # the catch-up was running all along...
+    assert caught_up > 200, figures  # the catch-up was running all along...
     assert reached < now_ms() - 1_000_000, figures  # ...and far from done
     assert late <= LATE_SHARE * len(latencies), figures
 
