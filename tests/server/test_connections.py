@@ -5,16 +5,21 @@ the server stays bounded and other clients are still served."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import resource
 import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from support.postgres import cluster_url, fresh_database
+
+from ._backends import BACKENDS, serve
 from ._harness import FAR, VERSION, SseClient, TrothServer, eventually
 from .test_delivery_load import rss_mb
 
@@ -74,15 +79,18 @@ def connect(server: TrothServer, opened: list[socket.socket], rcvbuf: int = 0) -
     return sock
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_slowloris_at_a_low_fd_limit_does_not_lock_out_new_clients(
-    tmp_path: Path, sockets: list[socket.socket]
+    tmp_path: Path, sockets: list[socket.socket], backend: str
 ) -> None:
-    server = TrothServer(
-        tmp_path / "t.db", tmp_path / "server.log", ("--request-read-timeout", "2000"), {}
-    )
-    server.preexec_fn = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-    server.start()
-    try:
+    with contextlib.ExitStack() as stack:
+        db: Any = tmp_path / "t.db"
+        if backend == "postgres":
+            db = stack.enter_context(fresh_database(cluster_url(), "troth_slowloris"))
+        server = TrothServer(db, tmp_path / "server.log", ("--request-read-timeout", "2000"), {})
+        server.preexec_fn = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+        stack.callback(server.close)
+        server.start()
         # More half-sent requests than the server has file descriptors.
         for _ in range(400):
             connect(server, sockets).sendall(HALF_SENT)
@@ -94,8 +102,6 @@ def test_slowloris_at_a_low_fd_limit_does_not_lock_out_new_clients(
         # the read timeout passed.
         assert all(closed_by_peer(sock, within=4) for sock in sockets)
         assert "to make room at the connection cap" in server.output()  # said, in summary
-    finally:
-        server.close()
 
 
 def test_a_request_must_arrive_within_the_read_timeout_but_a_stream_may_stay(
@@ -167,11 +173,20 @@ def large_promise(server: TrothServer, size: int = 1_500_000) -> bytes:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_clients_that_never_read_do_not_grow_the_server_without_bound(
-    start_server: Callable[..., TrothServer], sockets: list[socket.socket]
+    tmp_path: Path,
+    sockets: list[socket.socket],
+    backend: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # glibc otherwise keeps freed large buffers in its heap: RSS would lag behind memory in use.
-    server = start_server("--write-timeout", "3000", env={"MALLOC_MMAP_THRESHOLD_": "131072"})
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
+    with serve(backend, tmp_path, "--write-timeout", "3000") as server:
+        never_read(server, sockets)
+
+
+def never_read(server: TrothServer, sockets: list[socket.socket]) -> None:
     assert server.process is not None
     pid = server.process.pid
     request = large_promise(server)
