@@ -77,8 +77,6 @@ class _Pending:
 class PollConnection:
     """One worker's SSE stream: a bounded queue of frames its writer drains."""
 
-    _ids = itertools.count()
-
     def __init__(
         self,
         group: str,
@@ -91,7 +89,6 @@ class PollConnection:
         self.group = group
         self.id = id
         self.owner = owner  # the credentials that opened it (None: auth is off)
-        self.serial = next(self._ids)  # registration order, newest = largest
         self.acks = acks  # its client acknowledges what it handled
         self.token = secrets.token_urlsafe(12)  # names the stream in acknowledgements
         self.closed = False
