@@ -185,9 +185,11 @@ class App:
         if scope["method"] == "POST":
             try:
                 body = await read_body(scope, receive, _ACK_LIMIT)
-            except (BodyTooLarge, Disconnected):
+            except BodyTooLarge:
                 await respond(send, 413, close=True)
                 return
+            except Disconnected:
+                return  # nobody to answer
             await acknowledge(self.hub, group, id, body, send)
         elif scope["method"] == "GET":
             keepalive = self.config.poll_keepalive / 1000
