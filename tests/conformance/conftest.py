@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from server._harness import TrothServer
-from support.postgres import cluster_url, fresh_database
+from tests.server._harness import TrothServer
+from tests.support.postgres import cluster_url, fresh_database
 
 from ._client import MAX_BODY_BYTES, RETRY_TIMEOUT, HttpMachine
 

@@ -27,10 +27,10 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from protocol._wire import HEAD, VALID
-from protocol.test_fuzz import json_values, mutated
-from server._harness import TrothServer
-from support.postgres import cluster_url, fresh_database
+from tests.protocol._wire import HEAD, VALID
+from tests.protocol.test_fuzz import json_values, mutated
+from tests.server._harness import TrothServer
+from tests.support.postgres import cluster_url, fresh_database
 from troth.protocol import KINDS
 
 from ._client import MAX_BODY_BYTES, RETRY_TIMEOUT, HttpMachine

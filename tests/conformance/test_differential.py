@@ -30,8 +30,8 @@ from typing import Any, Protocol
 
 import pytest
 
-from support.snapshots import from_wire
-from support.workload import Workload
+from tests.support.snapshots import from_wire
+from tests.support.workload import Workload
 from troth.oracle import Oracle
 from troth.oracle.invariants import check_state, check_step
 

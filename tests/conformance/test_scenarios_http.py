@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from scenarios import ALL, Scenario
+from tests.scenarios import ALL, Scenario
 
 from ._client import HttpMachine
 

@@ -127,7 +127,7 @@ def test_a_clean_clone_and_the_readme_commands_in_order_work(tmp_path):
                 pg = os.environ.get("TROTH_TEST_PG_URL")
                 if not pg:
                     continue
-                from support.postgres import fresh_database
+                from tests.support.postgres import fresh_database
 
                 url = cleanup.enter_context(fresh_database(pg, "first_hour"))
                 code = re.sub(r"postgresql://\S+", url, block.code)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.machine import Machine
+from tests.engine.machine import Machine
 
 
 @pytest.fixture

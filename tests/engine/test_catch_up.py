@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from engine.machine import TARGET, Machine, R
+from tests.engine.machine import TARGET, Machine, R
 from troth.engine.store import Timeout, TimeoutKind
 from troth.engine.timeouts import CATCH_UP_CHUNK, CatchUp, fire
 from troth.oracle import Oracle

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.machine import TARGET, Machine, R
+from tests.engine.machine import TARGET, Machine, R
 
 
 def test_get_of_an_unknown_promise_is_404(machine: Machine) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.machine import TARGET, Machine
+from tests.engine.machine import TARGET, Machine
 
 MINUTE = 60_000
 EVERY_5 = "*/5 * * * *"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from engine.machine import TARGET, Machine
+from tests.engine.machine import TARGET, Machine
 from troth.protocol.limits import MAX_PAGE_BYTES
 
 

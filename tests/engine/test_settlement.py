@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.machine import TARGET, Machine, R, awaits, settle_action
+from tests.engine.machine import TARGET, Machine, R, awaits, settle_action
 
 
 def suspended_on(machine: Machine, task: str, *awaited: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.machine import TARGET, Machine, R, awaits, settle_action
+from tests.engine.machine import TARGET, Machine, R, awaits, settle_action
 
 
 def acquire(machine: Machine, id: str, version: int, now: int = 0, pid: str = "w2") -> tuple:

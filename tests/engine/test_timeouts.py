@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.machine import TARGET, Machine, R
+from tests.engine.machine import TARGET, Machine, R
 
 
 def test_an_expired_lease_returns_the_task_to_pending_and_offers_it(machine: Machine) -> None:

@@ -20,10 +20,10 @@ from urllib.parse import quote
 
 import pytest
 
-from linearizability.history import RETRY_TIMEOUT
-from linearizability.targets import HttpTarget, ServiceTarget, Target
-from server._harness import TrothServer
-from storage_pg.conftest import Schema
+from tests.linearizability.history import RETRY_TIMEOUT
+from tests.linearizability.targets import HttpTarget, ServiceTarget, Target
+from tests.server._harness import TrothServer
+from tests.storage_pg.conftest import Schema
 from troth.storage.postgres import PostgresService
 from troth.storage.sqlite import SqliteService
 

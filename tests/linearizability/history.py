@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from linearizability.checker import Operation
-from linearizability.targets import Envelope, Target, envelope
+from tests.linearizability.checker import Operation
+from tests.linearizability.targets import Envelope, Target, envelope
 from troth.protocol.ids import origin
 
 START = 10_000

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from linearizability.checker import Inconclusive, Operation, check, partition
-from linearizability.targets import Envelope, envelope
+from tests.linearizability.checker import Inconclusive, Operation, check, partition
+from tests.linearizability.targets import Envelope, envelope
 from troth.oracle import Oracle
 
 R = 1_500

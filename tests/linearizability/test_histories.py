@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from linearizability.checker import Operation, check
-from linearizability.conftest import Opener
-from linearizability.history import RETRY_TIMEOUT, record
-from linearizability.targets import StaleReads, Target, Unanswered
+from tests.linearizability.checker import Operation, check
+from tests.linearizability.conftest import Opener
+from tests.linearizability.history import RETRY_TIMEOUT, record
+from tests.linearizability.targets import StaleReads, Target, Unanswered
 
 SEEDS = range(3)
 

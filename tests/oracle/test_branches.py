@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import pytest
 
-from scenarios import ALL, Scenario
-from scenarios.build import TARGETED, W, create, envelope, execute
+from tests.scenarios import ALL, Scenario
+from tests.scenarios.build import TARGETED, W, create, envelope, execute
 from troth.oracle import Oracle
 from troth.oracle.promises import promise_register_callback, promise_settle
 from troth.oracle.resume import enqueue_resume

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import msgspec
 import pytest
 
-from support.snapshots import ADDRESS, LISTENER, World
+from tests.support.snapshots import ADDRESS, LISTENER, World
 from troth.oracle.invariants import (
     PROSE_NAMES,
     STATE_PROPERTIES,

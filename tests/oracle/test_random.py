@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import msgspec
 import pytest
 
-from support.snapshots import from_wire
-from support.workload import Workload
+from tests.support.snapshots import from_wire
+from tests.support.workload import Workload
 from troth.oracle import Oracle
 from troth.oracle.invariants import check_state, check_step
 from troth.protocol.responses import Snapshot

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from server._harness import TrothServer
+from tests.server._harness import TrothServer
 
 HERE = Path(__file__).parent
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from scaleout._cluster import Cluster
-from support.postgres import cluster_url, fresh_database
+from tests.scaleout._cluster import Cluster
+from tests.support.postgres import cluster_url, fresh_database
 
 
 @pytest.fixture(scope="session")

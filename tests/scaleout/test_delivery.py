@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from scaleout._cluster import Cluster
-from server._harness import PushTarget, SseClient, TrothServer, eventually, now_ms
+from tests.scaleout._cluster import Cluster
+from tests.server._harness import PushTarget, SseClient, TrothServer, eventually, now_ms
 
 # Executes are not re-sent during a test (the SSE clients here never acquire), and a pass
 # runs only when something wakes it: a message that arrives promptly came by NOTIFY.

@@ -14,8 +14,8 @@ import os
 import time
 from collections.abc import Callable
 
-from scaleout._cluster import Cluster
-from scaleout.flow import GROUP, expected
+from tests.scaleout._cluster import Cluster
+from tests.scaleout.flow import GROUP, expected
 from troth import Troth
 
 WORKFLOWS = int(os.environ.get("TROTH_SCALEOUT_WORKFLOWS", "1000"))

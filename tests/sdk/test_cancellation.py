@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from support.processes import ledger, wait_for, worker, write_module
+from tests.support.processes import ledger, wait_for, worker, write_module
 from troth.sdk import (
     CanceledError,
     Constant,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import troth
-from support.processes import ledger, start, write_module
+from tests.support.processes import ledger, start, write_module
 from troth import Troth
 
 pytestmark = pytest.mark.anyio

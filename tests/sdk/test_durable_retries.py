@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from support.processes import ledger, start, wait_for, write_module
+from tests.support.processes import ledger, start, wait_for, write_module
 from troth.protocol.requests import PromiseCreateRequest
 from troth.sdk import Context, ServerError, Troth, TrothError
 from troth.testing import VirtualTroth

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from support.processes import worker, write_module
+from tests.support.processes import worker, write_module
 from troth.protocol.records import PromiseRecord, PromiseState, Value
 from troth.sdk import Context, Never, RemoteError, Troth
 from troth.sdk.codec import Codec, encode_error, error_from_json, error_to_json, result_of

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from support.processes import ledger, wait_for, worker, write_module
+from tests.support.processes import ledger, wait_for, worker, write_module
 from troth.sdk import Troth
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from support.processes import ledger, wait_for, worker, write_module
+from tests.support.processes import ledger, wait_for, worker, write_module
 from troth.sdk import CanceledError, Constant, Context, ExecutionStatus, Troth
 
 pytestmark = pytest.mark.anyio

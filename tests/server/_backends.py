@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from support.postgres import cluster_url, fresh_database
+from tests.support.postgres import cluster_url, fresh_database
 
 from ._harness import TrothServer
 

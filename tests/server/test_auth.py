@@ -33,7 +33,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from support.postgres import cluster_url, fresh_database
+from tests.support.postgres import cluster_url, fresh_database
 from troth.cli import _parser, config_from
 
 from ._harness import FAR, VERSION, TrothServer, eventually, free_port

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 
-from support.postgres import cluster_url, fresh_database
+from tests.support.postgres import cluster_url, fresh_database
 
 from ._harness import TrothServer, eventually, now_ms
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from support.postgres import cluster_url, fresh_database
+from tests.support.postgres import cluster_url, fresh_database
 
 from ._backends import BACKENDS, serve
 from ._harness import FAR, VERSION, SseClient, TrothServer, eventually

@@ -210,7 +210,7 @@ def test_an_idle_server_with_undeliverable_tasks_sleeps(
 def test_an_idle_postgres_server_with_undeliverable_tasks_sleeps(
     start_server: Callable[..., TrothServer],
 ) -> None:
-    from support.postgres import cluster_url, fresh_database
+    from tests.support.postgres import cluster_url, fresh_database
 
     with fresh_database(cluster_url(), "troth_idle") as url:
         server = start_server(*_IDLE_FLAGS, "--db", url)

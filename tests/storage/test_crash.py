@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from support.crash import assert_survived
+from tests.support.crash import assert_survived
 from troth.storage.sqlite import SqliteService, connect
 
 HAMMER = Path(__file__).with_name("hammer.py")

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from engine.machine import Machine
+from tests.engine.machine import Machine
 from troth.storage.postgres import PostgresService
 
 R = 5000

@@ -1,7 +1,8 @@
 """The child of the PostgreSQL crash test: the SQLite hammer's workers on PostgresService.
 
-Usage: ``PYTHONPATH=tests python hammer.py CONNINFO``. Prints ``<step> <id>`` after each
-acknowledged write (see ``tests/storage/hammer.py``) and runs until killed.
+Usage, from the repository root: ``PYTHONPATH=. python tests/storage_pg/hammer.py CONNINFO``.
+Prints ``<step> <id>`` after each acknowledged write (see ``tests/storage/hammer.py``) and
+runs until killed.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import asyncio
 import itertools
 import sys
 
-from storage.hammer import WORKERS, worker
+from tests.storage.hammer import WORKERS, worker
 from troth.storage.postgres import PostgresService
 
 

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from support.crash import assert_survived
+from tests.support.crash import assert_survived
 from troth.storage.postgres import PostgresService
 
 HAMMER = Path(__file__).with_name("hammer.py")
-TESTS = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 def hammer_until_killed(url: str, acknowledgements: int) -> list[tuple[str, ...]]:
     """Run the hammer, SIGKILL it after ``acknowledgements`` answers, return every
     acknowledged (step, id) it printed, including those still in the pipe."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
     child = subprocess.Popen(
         [sys.executable, str(HAMMER), url], stdout=subprocess.PIPE, text=True, env=env
     )

@@ -12,7 +12,7 @@ import pytest
 from msgspec.structs import replace
 from psycopg.conninfo import make_conninfo
 
-from storage.test_service import (
+from tests.storage.test_service import (
     create,
     get,
     listen,

@@ -1,5 +1,6 @@
-"""Reusable test machinery: snapshot building and decoding, and the seeded random workload.
+"""Reusable test machinery: the harnesses that start real servers and workers, snapshot
+building and decoding, the seeded random workload.
 
-Test modules import it as ``support`` (pytest puts ``tests/`` on ``sys.path``, because
-``tests/`` itself is not a package).
+Test modules import it as ``tests.support``: ``tests/`` is a package, so pytest puts the
+repository root on ``sys.path`` and no test package is importable at the top level.
 """

@@ -216,13 +216,13 @@ def test_a_seed_runs_the_same_in_another_process() -> None:
     here = hashlib.sha256("\n".join(Simulation(33).run().trace).encode()).hexdigest()
     script = (
         "import hashlib, sys; sys.path.insert(0, sys.argv[1]);"
-        "from simulation.simulator import Simulation;"
+        "from tests.sdk.simulation.simulator import Simulation;"
         "trace = Simulation(33).run().trace;"
         "print(hashlib.sha256(chr(10).join(trace).encode()).hexdigest())"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
-    tests = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[3])
     there = subprocess.run(
-        [sys.executable, "-c", script, tests], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", script, root], env=env, capture_output=True, text=True, check=True
     )
     assert there.stdout.strip() == here
