@@ -49,7 +49,7 @@ from troth.sdk.replay import ARGS_TAG, STEP_TAG, digest
 from troth.sdk.retry import RetryPolicy
 from troth.sdk.worker import Worker
 
-log = logging.getLogger("troth.sdk")
+log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 P = ParamSpec("P")
@@ -220,7 +220,9 @@ class Troth(Starts):
         retry: RetryPolicy | None = None,
         timeout: timedelta | None = None,
     ) -> Any:
-        """Register ``fn`` under ``name`` (default: its qualified name) and ``version``."""
+        """Register ``fn`` under ``name`` (default: its ``__name__``, the name every process
+        of the app finds it by, so two functions of that name in different modules need
+        ``name=``) and ``version``."""
 
         def add(f: F) -> F:
             self.registry.add(f, name=name, version=version, retry=retry, timeout=timeout)

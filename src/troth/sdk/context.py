@@ -65,10 +65,10 @@ from troth.sdk.options import (
 )
 from troth.sdk.registry import function_name, invocation_data, takes_context
 from troth.sdk.replay import STEP_TAG, Call, digest
-from troth.sdk.retry import Exponential, Never, RetryPolicy, next_retry
+from troth.sdk.retry import Never, RetryPolicy, default_policy, next_retry
 from troth.sdk.saga import Saga
 
-log = logging.getLogger("troth.sdk")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -354,7 +354,7 @@ class Context(Calls):
         name = entry.name if entry else function_name(func)
         durable = entry.durable if entry else takes_context(func)
         policy = opts.retry or (entry.retry if entry else None)
-        policy = policy or (Never() if durable else Exponential())
+        policy = policy or default_policy(durable)
         timeouts = [
             (opts.timeout, DeadlineSource.OPTION),
             (entry.timeout if entry else None, DeadlineSource.REGISTER),

@@ -65,7 +65,7 @@ from troth.sdk.network import FenceReply, Network, action_head, unicast
 from troth.sdk.registry import Registry
 from troth.sdk.replay import Call
 
-log = logging.getLogger("troth.sdk")
+log = logging.getLogger(__name__)
 
 SCOPE = "resonate:scope"
 """``local`` for a step run in the execution's own process, ``global`` for a promise any

@@ -55,7 +55,7 @@ from troth.sdk.network import (
     error_message,
 )
 
-log = logging.getLogger("troth.sdk")
+log = logging.getLogger(__name__)
 
 MIN_BACKOFF = 0.1
 MAX_BACKOFF = 30.0

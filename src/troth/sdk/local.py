@@ -46,7 +46,7 @@ from troth.sdk.network import (
 from troth.storage.service import Delivery
 from troth.storage.sqlite import SqliteService
 
-log = logging.getLogger("troth.sdk")
+log = logging.getLogger(__name__)
 
 _BATCH = 100
 
@@ -195,7 +195,7 @@ class LocalNetwork:
                         del waiting[seq]
                     if due:
                         seen = min(seen, min(due) - 1)  # read them again, if still there
-                    batch = await self.service.outbox(_BATCH, after=seen)
+                    batch = await self.service.undelivered(_BATCH, after=seen)
                     ours = [d for d in batch if self._takes(d, waiting, due, now)]
                     for delivery in ours:
                         message = _incoming(delivery)

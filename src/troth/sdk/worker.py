@@ -80,9 +80,9 @@ from troth.sdk.execution import (
 from troth.sdk.execution import TaskRef as HeldTask
 from troth.sdk.network import Execute, Incoming, Unblock, action_head
 from troth.sdk.registry import Registered
-from troth.sdk.retry import Exponential, Never, next_retry
+from troth.sdk.retry import default_policy, next_retry
 
-log = logging.getLogger("troth.sdk")
+log = logging.getLogger(__name__)
 
 MAX_SETBACK_BACKOFF = 60.0
 
@@ -245,7 +245,7 @@ class Worker:
             log.error("task %s: cannot decode its invocation (%r); releasing", task.id, e)
             await self._release(task)
             return
-        policy = entry.retry or (Never() if entry.durable else Exponential())
+        policy = entry.retry or default_policy(entry.durable)
         # Failed attempts of the root are recorded like a step's (``troth.sdk.attempts``);
         # they share the root's branch, so the preload carries them here.
         execution = Execution(self.runtime, task, root, preload)

@@ -49,7 +49,7 @@ from troth.server.targets import PushAllowList
 from troth.server.timeouts import TimeoutsLoop
 from troth.storage.service import Service
 
-log = logging.getLogger("troth.server")
+log = logging.getLogger(__name__)
 
 _GONE = b'{"error":"This endpoint is no longer supported. Please update to the latest SDK."}'
 _LEGACY = ("/promises", "/tasks", "/schedules")

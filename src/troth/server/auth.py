@@ -60,7 +60,7 @@ from troth.protocol.requests import (
 )
 from troth.server.config import ServerConfig
 
-log = logging.getLogger("troth.auth")
+log = logging.getLogger(__name__)
 
 UNSIGNED = "none"  # the --auth-publickey value of the reference's unsigned mode
 LEEWAY = 60  # seconds of clock skew allowed on exp (and nbf, iat)

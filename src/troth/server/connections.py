@@ -37,7 +37,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-log = logging.getLogger("troth.connections")
+log = logging.getLogger(__name__)
 
 MAX_HEAD = 64 * 1024  # bytes of request line and headers accepted
 _SWEEP_MAX = 1.0  # seconds between sweeps at most

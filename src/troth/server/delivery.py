@@ -25,7 +25,7 @@ Redelivery rules (also in docs/delivery.md):
 - A row whose address no transport serves can never be delivered; it is dropped with a
   warning rather than clog every later pass.
 - Several servers may share the outbox (PostgreSQL). A server claims a row before
-  delivering it (``Service.claim``) and others leave a claimed row alone until the claim
+  delivering it (``Outbox.claim``) and others leave a claimed row alone until the claim
   lapses, so one server delivers each message at a time. A server claims a poll message
   only while it holds a connection that may take it, and a push message always. A poll
   message that no connection took is given up at once; a push message whose round failed
@@ -66,9 +66,9 @@ from troth.protocol.responses import ExecuteHead
 from troth.server.poll import Outcome as PollOutcome
 from troth.server.poll import PollHub
 from troth.server.push import Outcome, Pusher
-from troth.storage.service import Delivery, Service
+from troth.storage.service import Delivery, Outbox
 
-log = logging.getLogger("troth.delivery")
+log = logging.getLogger(__name__)
 
 _encode = msgspec.json.Encoder().encode
 
@@ -115,7 +115,7 @@ class _Target:
 class DeliveryLoop:
     def __init__(
         self,
-        service: Service,
+        service: Outbox,
         hub: PollHub,
         pusher: Pusher,
         server_url: str,
@@ -230,7 +230,9 @@ class DeliveryLoop:
         if self._rescan:
             self._rescan = False
             self._after = 0
-        rows = await self._service.outbox(self._batch, after=self._after, groups=self._hub.groups())
+        rows = await self._service.undelivered(
+            self._batch, after=self._after, groups=self._hub.groups()
+        )
         full = len(rows) >= self._batch
         if rows and (full or self._in_order):
             self._after = rows[-1].seq

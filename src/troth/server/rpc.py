@@ -30,7 +30,7 @@ from troth.server.targets import PushAllowList, door_refusal
 from troth.server.timeouts import TimeoutsLoop
 from troth.storage.service import Retriable, Service
 
-log = logging.getLogger("troth.rpc")
+log = logging.getLogger(__name__)
 
 
 class Rpc:

@@ -29,7 +29,7 @@ from troth.server.ratelimit import RateLimit
 from troth.storage.service import Service
 from troth.storage.sqlite.liveness import FileInUseError
 
-log = logging.getLogger("troth.server")
+log = logging.getLogger(__name__)
 
 
 class _Server(uvicorn.Server):

@@ -23,15 +23,15 @@ import asyncio
 import logging
 
 from troth.server.clock import Clock
-from troth.storage.service import Service
+from troth.storage.service import Timers
 
-log = logging.getLogger("troth.timeouts")
+log = logging.getLogger(__name__)
 
 _COALESCE = 0.02  # seconds a poke waits for further pokes before the deadline is re-read
 
 
 class TimeoutsLoop:
-    def __init__(self, service: Service, clock: Clock, max_sleep_ms: int) -> None:
+    def __init__(self, service: Timers, clock: Clock, max_sleep_ms: int) -> None:
         self._service = service
         self._clock = clock
         self._max_sleep = max_sleep_ms / 1000
