@@ -70,6 +70,12 @@ class Never(RetryPolicy):
         return 0.0
 
 
+def default_policy(durable: bool) -> RetryPolicy:
+    """The policy of a function registered or called without one: a plain function retries
+    with ``Exponential()``; a durable one ``Never()`` retries as a whole."""
+    return Never() if durable else Exponential()
+
+
 def next_retry(
     policy: RetryPolicy,
     attempt: int,
