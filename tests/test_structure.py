@@ -1,0 +1,165 @@
+"""The shape of the code, checked: every kind has its handlers, and the packages import only
+downwards.
+
+The engine and the oracle are two implementations of one machine, and the protocol says
+which kinds that machine answers; a kind added to one of the three and forgotten in another
+would surface only as a confusing 500 or a differential test that never runs it. The
+layering is the table of docs/architecture.md, so that the pure packages stay pure (the
+protocol does no I/O, the oracle never borrows the engine's code, the SDK installs without
+the server's dependencies).
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import troth
+from troth.engine import HANDLERS as ENGINE_HANDLERS
+from troth.engine import READ_ONLY
+from troth.engine import timeouts as engine_timeouts
+from troth.engine.store import TimeoutKind
+from troth.oracle import Oracle
+from troth.oracle import timeouts as oracle_timeouts
+from troth.oracle.machine import HANDLERS as ORACLE_HANDLERS
+from troth.protocol.kinds import KINDS
+
+SOURCE = Path(troth.__file__).parent
+
+
+def names(kinds: Any) -> set[str]:
+    """Kind names as plain strings, whether the kinds are strings or an enum of them."""
+    return {getattr(kind, "value", kind) for kind in kinds}
+
+
+DEBUG = {kind for kind in names(KINDS) if kind.startswith("debug.")}
+MACHINE = names(KINDS) - DEBUG  # what the Lean machine and its extensions answer
+
+
+# -- kinds ----------------------------------------------------------------------------------
+
+
+def test_the_engine_handles_exactly_the_protocols_non_debug_kinds() -> None:
+    assert names(ENGINE_HANDLERS) == MACHINE
+
+
+def test_the_oracle_handles_exactly_the_protocols_non_debug_kinds() -> None:
+    assert names(ORACLE_HANDLERS) == MACHINE
+
+
+@pytest.mark.parametrize("kind", sorted(DEBUG))
+def test_the_oracle_answers_every_debug_kind_itself(kind: str) -> None:
+    data = {"time": 0} if kind == "debug.tick" else {}
+    envelope = {"kind": kind, "head": {"corrId": "1", "version": "2026-04-01"}, "data": data}
+    assert Oracle().apply(envelope)["head"]["status"] == 200
+
+
+def test_read_only_kinds_are_handled_kinds() -> None:
+    assert names(READ_ONLY) <= names(ENGINE_HANDLERS)
+
+
+def transitions(module: Any) -> set[str]:
+    return {name for name in vars(module) if name.startswith("on_") and name.endswith("_timeout")}
+
+
+def test_the_engine_and_the_oracle_have_the_same_internal_transitions() -> None:
+    # Lean's four: a promise's deadline, a task's retry, a task's lease, a schedule's tick.
+    assert transitions(engine_timeouts) == transitions(oracle_timeouts)
+    assert len(transitions(engine_timeouts)) == len(TimeoutKind) == 4
+
+
+# -- layering -------------------------------------------------------------------------------
+
+# What each package may import of troth; the same table is in docs/architecture.md. A module
+# is ruled by the longest name here that it falls under.
+EVERYTHING = {"troth.protocol", "troth.engine", "troth.storage", "troth.server", "troth.sdk"}
+MAY_IMPORT: dict[str, set[str]] = {
+    "troth.protocol": set(),
+    "troth.engine": {"troth.protocol"},
+    "troth.storage": {"troth.protocol", "troth.engine"},
+    "troth.server": {"troth.protocol", "troth.engine", "troth.storage"},
+    "troth.sdk": {"troth.protocol"},
+    # Embedded mode: the engine in-process on a SQLite file.
+    "troth.sdk.app": {"troth.protocol", "troth.engine", "troth.storage"},
+    "troth.sdk.local": {"troth.protocol", "troth.engine", "troth.storage"},
+    "troth.oracle": {"troth.protocol"},
+    "troth.cli": EVERYTHING,
+    "troth.__main__": {"troth.cli"},
+    "troth": {"troth.sdk"},  # troth/__init__.py: the public surface, re-exported
+    "troth.testing": {"troth.sdk"},
+}
+PACKAGES = sorted(EVERYTHING | {"troth.oracle", "troth.cli", "troth.testing"}, key=len)
+
+
+def modules(source: Path) -> Iterator[tuple[str, Path]]:
+    for path in sorted(source.rglob("*.py")):
+        parts = path.relative_to(source.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        yield ".".join(parts), path
+
+
+def imports(module: str, path: Path) -> set[str]:
+    """Every troth module ``module`` imports, wherever the import statement stands."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+    return {name for name in found if name == "troth" or name.startswith("troth.")}
+
+
+def under(module: str, prefixes: Any) -> str | None:
+    """The longest of ``prefixes`` that ``module`` is or lies inside."""
+    inside = [p for p in prefixes if module == p or module.startswith(p + ".")]
+    return max(inside, key=len, default=None)
+
+
+def layering_violations(source: Path) -> list[str]:
+    found = []
+    for module, path in modules(source):
+        rule = under(module, MAY_IMPORT)
+        if rule is None:
+            found.append(f"{module}: not in the layering table")
+            continue
+        own = under(module, PACKAGES) or module
+        for imported in sorted(imports(module, path)):
+            target = under(imported, PACKAGES) or imported
+            if target != own and target not in MAY_IMPORT[rule]:
+                found.append(f"{module} imports {imported} ({rule} may import only "
+                             f"{sorted(MAY_IMPORT[rule]) or 'nothing of troth'})")  # fmt: skip
+    return found
+
+
+def test_every_package_imports_only_what_the_layering_allows() -> None:
+    assert layering_violations(SOURCE) == []
+
+
+def test_the_sdk_never_imports_the_server() -> None:
+    # `pip install troth` has no uvicorn: the SDK, embedded mode included, must not need it.
+    sdk = [
+        (module, imported)
+        for module, path in modules(SOURCE)
+        if under(module, ["troth.sdk", "troth.testing"]) or module == "troth"
+        for imported in imports(module, path)
+        if under(imported, ["troth.server", "troth.cli"])
+    ]
+    assert sdk == []
+    code = (
+        "import sys, troth, troth.sdk, troth.testing; "
+        "print(sorted(m for m in sys.modules if m.startswith(('troth.server', 'uvicorn'))))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+    assert loaded.stdout.decode().strip() == "[]"
