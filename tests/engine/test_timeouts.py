@@ -17,9 +17,9 @@ def test_an_expired_lease_returns_the_task_to_pending_and_offers_it(machine: Mac
 
 def test_an_unclaimed_task_is_offered_again_every_retry_timeout(machine: Machine) -> None:
     machine.create("t", timeout_at=10 * R, tags={"resonate:target": TARGET})
-    first = machine.run(machine.service.outbox(10))
+    first = machine.run(machine.service.undelivered(10))
     assert machine.tick(R) == 1
-    again = machine.run(machine.service.outbox(10))
+    again = machine.run(machine.service.undelivered(10))
     assert len(again) == 1 and again[0].seq > first[0].seq
     assert machine.snap()["taskTimeouts"] == [{"id": "t", "type": 0, "timeout": 2 * R}]
 

@@ -17,7 +17,7 @@ R = 5000
 async def enqueued(service: PostgresService, n: int) -> list[Delivery]:
     for i in range(n):
         await service.handle(targeted(f"p{i}"), 0)
-    rows = await service.outbox(n + 1)
+    rows = await service.undelivered(n + 1)
     assert len(rows) == n
     return rows
 
@@ -60,7 +60,7 @@ def test_a_superseding_message_is_anybodys_to_deliver(db_url: str) -> None:
         [old] = await enqueued(service, 1)
         assert await service.claim([old], "a", 60_000) == [old]
         assert await service.fire_due(R) == 1  # the task's retry re-sends its execute
-        [new] = await service.outbox(10)
+        [new] = await service.undelivered(10)
         assert new.seq != old.seq
         assert await service.claim([new], "b", 60_000) == [new]
         await service.close()
@@ -93,7 +93,7 @@ def test_one_server_owns_a_sqlite_outbox_and_claims_everything(tmp_path: Path) -
     async def scenario() -> None:
         service = SqliteService(str(tmp_path / "t.db"), R)
         await service.handle(targeted("p"), 0)
-        rows = await service.outbox(10)
+        rows = await service.undelivered(10)
         assert await service.claim(rows, "a", 60_000) == rows
         assert await service.claim(rows, "b", 60_000) == rows
         await service.close()

@@ -133,7 +133,7 @@ def test_concurrent_settles_of_one_promise_one_wins(url: str) -> None:
         assert {r.status for r in replies} == {200}
         values = {r.body.promise.value.data for r in replies}
         assert len(values) == 1, values
-        [unblock] = await a.outbox(10)
+        [unblock] = await a.undelivered(10)
         assert unblock.message.data.promise.value.data in values
 
     run(scenario, url)
@@ -188,7 +188,7 @@ def test_two_servers_sweeping_the_same_timeouts_fire_each_once(url: str) -> None
         await spread(a, b, timers)
         await spread(a, b, [listen(f"t{i}") for i in range(200)])
         await spread(a, b, [targeted(f"j{i}") for i in range(100)])
-        for delivery in await a.outbox(1000):
+        for delivery in await a.undelivered(1000):
             await a.ack([delivery])
         fired = await asyncio.gather(a.fire_due(R), b.fire_due(R))
         assert sum(fired) == 200 + 100  # every timer's deadline, every task's first retry
@@ -284,7 +284,7 @@ def test_a_notify_from_another_server_wakes_outbox_changed(url: str) -> None:
         assert not changed.is_set()
         await ok(a, targeted("loud"))
         await asyncio.wait_for(changed.wait(), 5)
-        [delivery] = await b.outbox(10)
+        [delivery] = await b.undelivered(10)
         assert delivery.message.data.task.id == "loud"
 
     run(scenario, url)

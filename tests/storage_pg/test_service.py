@@ -89,14 +89,14 @@ def test_acknowledging_a_superseded_delivery_keeps_the_newer_message(url: str) -
     async def scenario() -> None:
         service = PostgresService(url, retry_timeout=R)
         await service.handle(targeted("p"), 0)
-        [first] = await service.outbox(10)
+        [first] = await service.undelivered(10)
         await service.fire_due(R)  # the retry re-enqueues the execute under the same key
-        [second] = await service.outbox(10)
+        [second] = await service.undelivered(10)
         assert second.seq > first.seq and second.message == first.message
         await service.ack([first])
-        assert await service.outbox(10) == [second]
+        assert await service.undelivered(10) == [second]
         await service.ack([second])
-        assert await service.outbox(10) == []
+        assert await service.undelivered(10) == []
         await service.close()
 
     run(scenario())
@@ -107,7 +107,7 @@ def test_outbox_is_read_oldest_first_and_limited(url: str) -> None:
         service = PostgresService(url)
         for id in ("c", "a", "b"):
             await service.handle(targeted(id), 0)
-        deliveries = await service.outbox(2)
+        deliveries = await service.undelivered(2)
         assert [d.message.data.task.id for d in deliveries] == ["c", "a"]
         await service.close()
 
@@ -140,7 +140,7 @@ def test_due_timeouts_fire_earliest_first(url: str) -> None:
         assert await service.next_deadline() == 100
         assert await service.fire_due(99) == 0
         assert await service.fire_due(300) == 2
-        unblocked = [d.message.data.promise.id for d in await service.outbox(10)]
+        unblocked = [d.message.data.promise.id for d in await service.undelivered(10)]
         assert unblocked == ["early", "late"]
         assert await service.next_deadline() is None
         await service.close()
@@ -228,15 +228,15 @@ def test_reset_empties_everything_but_never_reuses_a_seq(url: str) -> None:
     async def scenario() -> None:
         service = PostgresService(url)
         await service.handle(targeted("p"), 0)
-        [old] = await service.outbox(10)
+        [old] = await service.undelivered(10)
         await service.reset()
         snap = await service.snapshot()
         assert snap.promises == snap.tasks == snap.messages == snap.task_timeouts == []
         await service.handle(targeted("p"), 0)
-        [new] = await service.outbox(10)
+        [new] = await service.undelivered(10)
         assert new.seq > old.seq
         await service.ack([old])
-        assert await service.outbox(10) == [new]
+        assert await service.undelivered(10) == [new]
         assert await service.ping()
         await service.close()
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from troth.server.clock import Clock
+from troth.server.clock import MonotonicWallClock
 from troth.storage.service import Timers
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ _COALESCE = 0.02  # seconds a poke waits for further pokes before the deadline i
 
 
 class TimeoutsLoop:
-    def __init__(self, service: Timers, clock: Clock, max_sleep_ms: int) -> None:
+    def __init__(self, service: Timers, clock: MonotonicWallClock, max_sleep_ms: int) -> None:
         self._service = service
         self._clock = clock
         self._max_sleep = max_sleep_ms / 1000

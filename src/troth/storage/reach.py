@@ -1,4 +1,4 @@
-"""Which outbox rows one server can deliver: the SQL filter behind ``Service.outbox(groups=…)``.
+"""Which outbox rows one server can deliver: the SQL filter behind ``Outbox.undelivered``.
 
 A poll message reaches only a connection of its group, and a server holds connections of
 a few groups. Rows for every other group are left to the servers that hold them (or wait

@@ -3,6 +3,8 @@
 A backend (SQLite, PostgreSQL) runs the engine's handlers inside its own transactions and
 owns the durable outbox. The server (HTTP, poll hub, push delivery, the timeouts loop) talks
 to it only through ``Service``, so every backend serves every transport unchanged.
+``Service`` is the sum of four concerns (``Requests``, ``Timers``, ``Outbox``, ``Admin``);
+each part of the server asks only for the one it uses.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ class Delivery(NamedTuple):
     message: Message
 
 
-class Service(Protocol):
+class Requests(Protocol):
+    """Request handling: what ``POST /`` and embedded mode run."""
+
     async def handle(self, request: Request, now: int) -> Reply:
         """Run one non-debug request in one transaction at instant ``now`` (ms).
 
@@ -45,6 +49,10 @@ class Service(Protocol):
         Raises only for infrastructure failures (the server answers 500).
         """
         ...
+
+
+class Timers(Protocol):
+    """The timer sweep: what the timeouts loop and ``debug.tick`` drive."""
 
     async def fire_due(self, now: int) -> int:
         """Fire every timeout due at ``now``, earliest first, each in its own transaction.
@@ -57,11 +65,15 @@ class Service(Protocol):
         """The earliest armed timeout, or None; the timeouts loop sleeps until then."""
         ...
 
+
+class Outbox(Protocol):
+    """The durable outbox, read and emptied by delivery after each commit."""
+
     # Whether rows become visible in ``seq`` order (one writer at a time): then a reader
     # that has read every row up to seq s meets only new rows after s.
     outbox_in_order: bool
 
-    async def outbox(
+    async def undelivered(
         self, limit: int, *, after: int = 0, groups: Collection[str] | None = None
     ) -> list[Delivery]:
         """Up to ``limit`` undelivered messages after seq ``after``, oldest first; with
@@ -87,6 +99,10 @@ class Service(Protocol):
         """An ``asyncio.Event`` set after every commit that enqueued a message."""
         ...
 
+
+class Admin(Protocol):
+    """Operating the store: the debug kinds' snapshot and reset, readiness, shutdown."""
+
     async def snapshot(self) -> Snapshot: ...
 
     async def reset(self) -> None:
@@ -98,3 +114,8 @@ class Service(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+class Service(Requests, Timers, Outbox, Admin, Protocol):
+    """Everything a backend provides; each part of the server depends only on the
+    concern it uses (the timeouts loop on ``Timers``, delivery on ``Outbox``)."""

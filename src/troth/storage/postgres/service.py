@@ -131,10 +131,10 @@ class PostgresService:
     # so reading on from the last seq seen could miss a row that commits late.
     outbox_in_order = False
 
-    async def outbox(
+    async def undelivered(
         self, limit: int, *, after: int = 0, groups: Collection[str] | None = None
     ) -> list[Delivery]:
-        """As ``Service.outbox``; a delivery read (``groups`` given) also leaves out rows
+        """As ``Outbox.undelivered``; a delivery read (``groups`` given) also leaves out rows
         under a live claim: in flight, backing off, or another server's."""
         unclaimed = groups is not None
         return await self._transact(

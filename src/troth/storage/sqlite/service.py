@@ -129,13 +129,13 @@ class SqliteService:
         timeout = await self._read(lambda store: store.next_timeout())
         return None if timeout is None else timeout.at
 
-    # Rows commit in seq order (one writer at a time, ``outbox`` below).
+    # Rows commit in seq order (one writer at a time, ``undelivered`` below).
     outbox_in_order = True
 
-    async def outbox(
+    async def undelivered(
         self, limit: int, *, after: int = 0, groups: Collection[str] | None = None
     ) -> list[Delivery]:
-        """As ``Service.outbox``.
+        """As ``Outbox.undelivered``.
 
         Rows commit in ``seq`` order on SQLite (one writer at a time), so a reader that has
         seen every row up to ``seq`` s and left some (another process's unicast messages)
