@@ -35,7 +35,7 @@ def main(port: int) -> None:
     import uvicorn
 
     from troth.server.config import ServerConfig
-    from troth.server.runner import loop_factory, uvicorn_config
+    from troth.server.serve import loop_factory, uvicorn_config
 
     config = ServerConfig(host="127.0.0.1", port=port, log_level="warning")
     server = uvicorn.Server(uvicorn_config(app, config))

@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as e:
         parser.error(str(e))
     try:
-        from troth.server.runner import run
+        from troth.server.serve import run
     except ModuleNotFoundError as e:
         if (e.name or "").partition(".")[0] not in _SERVER_EXTRA:
             raise

@@ -15,7 +15,7 @@ import msgspec
 
 from troth.oracle import extensions, promises, schedules, tasks
 from troth.oracle.snapshot import snapshot
-from troth.oracle.state import ServerConfig, ServerState
+from troth.oracle.state import MachineConfig, ServerState
 from troth.oracle.tick import tick
 from troth.protocol import (
     BadRequest,
@@ -69,7 +69,7 @@ class Oracle:
     """The Lean machine at 83d64c3 in memory, with troth's extensions and debug kinds."""
 
     def __init__(self, retry_timeout: int = 5000) -> None:
-        self.state = ServerState(config=ServerConfig(retry_timeout=retry_timeout))
+        self.state = ServerState(config=MachineConfig(retry_timeout=retry_timeout))
         self.now = 0
 
     def apply(self, envelope: dict[str, Any]) -> dict[str, Any]:

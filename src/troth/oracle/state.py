@@ -1,4 +1,6 @@
-"""The machine's state and its effects: ``01-objects/state.lean`` at 83d64c3, in Python.
+"""The machine's state and its effects: Lean's ``spec/01-objects/state.lean`` in Python.
+
+The machine is pinned at 83d64c3 (docs/references.md#the-abstract-machine).
 
 Objects are frozen dataclasses updated with ``replace``, as Lean's ``{ p with … }`` builds a
 new value; the ledgers (``callbacks``, ``listeners``, ``resumes``) are tuples so no two
@@ -154,7 +156,9 @@ class OutboxEntry:
 
 
 @dataclass
-class ServerConfig:
+class MachineConfig:
+    """Lean's ``ServerConfig``: the machine's one parameter (not ``troth serve``'s settings)."""
+
     retry_timeout: int = 5000
 
 
@@ -162,7 +166,7 @@ class ServerConfig:
 class ServerState:
     """The whole machine, with Lean's effects as methods (upsert = filter out, then prepend)."""
 
-    config: ServerConfig = field(default_factory=ServerConfig)
+    config: MachineConfig = field(default_factory=MachineConfig)
     promises: list[PromiseObject] = field(default_factory=list)
     tasks: list[TaskObject] = field(default_factory=list)
     schedules: list[Schedule] = field(default_factory=list)

@@ -23,8 +23,8 @@ from troth.sdk.errors import (
 )
 from troth.sdk.options import Options
 from troth.sdk.retry import Constant, Exponential, Linear, Never, RetryPolicy
-from troth.sdk.runner import worker_main
 from troth.sdk.saga import Saga
+from troth.sdk.worker_process import worker_main
 
 __all__ = [
     "CanceledError",

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from troth.server.app import App
     from troth.server.config import ServerConfig
-    from troth.server.runner import run
+    from troth.server.serve import run
 
 __all__ = ["App", "ServerConfig", "run"]
 
 _HOMES = {
     "App": "troth.server.app",
     "ServerConfig": "troth.server.config",
-    "run": "troth.server.runner",
+    "run": "troth.server.serve",
 }
 
 

@@ -37,7 +37,7 @@ from troth.server.asgi import (
     respond,
 )
 from troth.server.auth import Auth, Denied, bearer
-from troth.server.clock import Clock
+from troth.server.clock import MonotonicWallClock
 from troth.server.config import ServerConfig
 from troth.server.cors import Cors, Http, parse_origins
 from troth.server.delivery import DeliveryLoop
@@ -61,7 +61,7 @@ class App:
     def __init__(self, service: Service, config: ServerConfig) -> None:
         self.service = service
         self.config = config
-        self.clock = Clock()
+        self.clock = MonotonicWallClock()
         self.timeouts = TimeoutsLoop(service, self.clock, config.timeouts_max_sleep)
         self.hub = PollHub(
             config.poll_max_connections,

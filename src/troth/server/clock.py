@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 
-class Clock:
+class MonotonicWallClock:
     def __init__(self) -> None:
         self._last = 0
 

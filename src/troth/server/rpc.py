@@ -1,12 +1,13 @@
 """``POST /``: one request envelope in, one response envelope out.
 
-The order follows the reference server (wire-protocol.md §2.3): decode the envelope (400),
-authenticate (401) and authorize (403; see ``auth``), decode and check the data (400),
-refuse debug kinds unless debug mode (403), pick ``now``, run the kind. Every outcome is an
-envelope whose HTTP status is its ``head.status``; nothing a client sends can crash the
-server, and an infrastructure failure is a 500 envelope with the request's kind and corrId
-(503 when the backend says the request lost a write race and is safe to send again). A 5xx
-body names an error id and nothing of the failure; the log has the rest under that id.
+The order follows the reference server (docs/references.md#decoding-order): decode the
+envelope (400), authenticate (401) and authorize (403; see ``auth``), decode and check the
+data (400), refuse debug kinds unless debug mode (403), pick ``now``, run the kind. Every
+outcome is an envelope whose HTTP status is its ``head.status``; nothing a client sends can
+crash the server, and an infrastructure failure is a 500 envelope with the request's kind
+and corrId (503 when the backend says the request lost a write race and is safe to send
+again). A 5xx body names an error id and nothing of the failure; the log has the rest under
+that id.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from troth.protocol.envelope import (
 from troth.protocol.requests import DebugTickRequest
 from troth.protocol.responses import EMPTY, Reply
 from troth.server.auth import Auth, Denied
-from troth.server.clock import Clock
+from troth.server.clock import MonotonicWallClock
 from troth.server.targets import PushAllowList, door_refusal
 from troth.server.timeouts import TimeoutsLoop
 from troth.storage.service import Retriable, Service
@@ -37,7 +38,7 @@ class Rpc:
     def __init__(
         self,
         service: Service,
-        clock: Clock,
+        clock: MonotonicWallClock,
         timeouts: TimeoutsLoop,
         debug: bool,
         auth: Auth | None = None,
