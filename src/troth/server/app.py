@@ -62,11 +62,11 @@ class App:
         self.service = service
         self.config = config
         self.clock = MonotonicWallClock()
-        self.timeouts = TimeoutsLoop(service, self.clock, config.timeouts_max_sleep)
+        self.timeouts = TimeoutsLoop(service, self.clock, max_sleep_ms=config.timeouts_max_sleep)
         self.hub = PollHub(
-            config.poll_max_connections,
-            config.poll_buffer_size,
-            config.poll_write_timeout / 1000,
+            max_connections=config.poll_max_connections,
+            buffer_size=config.poll_buffer_size,
+            write_timeout_ms=config.poll_write_timeout,
             # A new connection may take messages held back for want of one: deliver now.
             on_connect=lambda: service.outbox_changed().set(),
             max_per_group=config.poll_max_per_group,
@@ -74,11 +74,11 @@ class App:
         )
         self.push_allow = PushAllowList(config.push_allow, config.push_allow_credentials)
         self.pusher = Pusher(
-            config.push_concurrency,
-            config.push_timeout,
-            config.push_retries,
-            config.push_backoff,
-            config.push_backoff_max,
+            concurrency=config.push_concurrency,
+            timeout_ms=config.push_timeout,
+            retries=config.push_retries,
+            backoff_ms=config.push_backoff,
+            backoff_max_ms=config.push_backoff_max,
             token=config.push_auth_token,
             allow=self.push_allow,
         )
@@ -86,14 +86,21 @@ class App:
             service,
             self.hub,
             self.pusher,
-            config.url,
-            config.delivery_batch_size,
-            config.delivery_interval,
-            config.delivery_claim_ttl,
-            config.poll_unblock_hold,
+            server_url=config.url,
+            batch_size=config.delivery_batch_size,
+            interval_ms=config.delivery_interval,
+            claim_ttl_ms=config.delivery_claim_ttl,
+            unblock_hold_ms=config.poll_unblock_hold,
         )
         self.auth = Auth.from_config(config)
-        self.rpc = Rpc(service, self.clock, self.timeouts, config.debug, self.auth, self.push_allow)
+        self.rpc = Rpc(
+            service,
+            self.clock,
+            self.timeouts,
+            debug=config.debug,
+            auth=self.auth,
+            push_allow=self.push_allow,
+        )
         self._loops: list[asyncio.Task[None]] = []
         origins = parse_origins(config.cors_origins)
         self._serve: Http = Cors(self._http, origins) if origins else self._http
@@ -192,9 +199,16 @@ class App:
                 return  # nobody to answer
             await acknowledge(self.hub, group, id, body, send)
         elif scope["method"] == "GET":
-            keepalive = self.config.poll_keepalive / 1000
-            acks = acknowledges(scope.get("query_string", b""))
-            await stream(self.hub, group, id, receive, send, keepalive, acks, owner)
+            await stream(
+                self.hub,
+                group,
+                id,
+                receive,
+                send,
+                keepalive_ms=self.config.poll_keepalive,
+                acks=acknowledges(scope.get("query_string", b"")),
+                owner=owner,
+            )
         else:
             await respond(send, 405)
 

@@ -3,6 +3,12 @@
 Each field is also a command-line flag (``--tasks-retry-timeout``) and an environment
 variable (``TROTH_TASKS_RETRY_TIMEOUT``); ``troth.cli`` builds both from the fields and
 their ``help``, so a new setting is added in exactly one place.
+
+Units: a duration is a whole number of milliseconds, as on the wire (``timeoutAt``, ``ttl``)
+and in every flag here. Constructors across troth follow suit: a duration parameter is an
+``int`` named ``*_ms`` and is passed by keyword, so ``Pusher(timeout_ms=...)`` cannot be
+given seconds by mistake; a class turns it into seconds only where asyncio wants them. (The
+SDK's public API takes ``timedelta`` instead, which carries its unit.)
 """
 
 from __future__ import annotations

@@ -80,6 +80,7 @@ class _Stall:
 class ConnectionGuard:
     def __init__(
         self,
+        *,
         read_timeout_ms: int,
         max_connections: int,
         write_timeout_ms: int,

@@ -1,6 +1,7 @@
 """The poll hub: open SSE connections by group and id, and the routing of poll addresses.
 
-Routing (wire-protocol.md §10.2, with troth's choices where the reference drops messages):
+Routing (as the reference server routes, docs/references.md#poll-routing, with troth's
+choices where the reference drops messages):
 
 - ``poll://uni@group/id`` reaches only connections with that id.
 - ``poll://any@group/id`` prefers connections with that id, then falls back to the rest of
@@ -200,9 +201,10 @@ class PollConnection:
 class PollHub:
     def __init__(
         self,
+        *,
         max_connections: int,
         buffer_size: int,
-        write_timeout: float,
+        write_timeout_ms: int,
         on_connect: Callable[[], None] = lambda: None,
         max_per_group: int | None = None,
         max_per_owner: int | None = None,
@@ -212,7 +214,7 @@ class PollHub:
         self._max_per_owner = max_per_owner or max_connections
         self._owners: Counter[str] = Counter()  # connections per owner
         self._buffer_size = buffer_size
-        self._write_timeout = write_timeout
+        self._write_timeout = write_timeout_ms / 1000
         self._on_connect = [on_connect]
         self._on_drain: list[Callable[[], None]] = []
         self._groups: dict[str, list[PollConnection]] = {}

@@ -168,6 +168,7 @@ async def _answer(reader: asyncio.StreamReader) -> tuple[int, bool]:
 class Pusher:
     def __init__(
         self,
+        *,
         concurrency: int,
         timeout_ms: int,
         retries: int,

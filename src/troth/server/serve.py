@@ -96,10 +96,10 @@ def shown_db(db: str) -> str:
 def uvicorn_config(app: Any, config: ServerConfig) -> uvicorn.Config:
     """How ``troth serve`` runs an ASGI app; the benchmark serves its echo app the same way."""
     guard = ConnectionGuard(
-        config.request_read_timeout,
-        config.max_connections,
-        config.write_timeout,
-        config.max_buffered_bytes,
+        read_timeout_ms=config.request_read_timeout,
+        max_connections=config.max_connections,
+        write_timeout_ms=config.write_timeout,
+        max_buffered_bytes=config.max_buffered_bytes,
     )
     return uvicorn.Config(
         RateLimit(app, config.rate_limit) if config.rate_limit > 0 else app,

@@ -95,7 +95,8 @@ async def stream(
     id: str,
     receive: Receive,
     send: Send,
-    keepalive: float,
+    *,
+    keepalive_ms: int,
     acks: bool = False,
     owner: str | None = None,
 ) -> None:
@@ -105,7 +106,7 @@ async def stream(
         await respond(send, e.status, e.message.encode(), TEXT)
         return
     watcher = asyncio.create_task(_close_on_disconnect(receive, connection))
-    connection.writer = asyncio.create_task(_write(connection, send, keepalive))
+    connection.writer = asyncio.create_task(_write(connection, send, keepalive_ms / 1000))
     try:
         await connection.writer
     except OSError:

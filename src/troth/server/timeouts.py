@@ -31,7 +31,7 @@ _COALESCE = 0.02  # seconds a poke waits for further pokes before the deadline i
 
 
 class TimeoutsLoop:
-    def __init__(self, service: Timers, clock: MonotonicWallClock, max_sleep_ms: int) -> None:
+    def __init__(self, service: Timers, clock: MonotonicWallClock, *, max_sleep_ms: int) -> None:
         self._service = service
         self._clock = clock
         self._max_sleep = max_sleep_ms / 1000
