@@ -1,5 +1,6 @@
 """The promise handlers: P-01 get, P-02 create, P-03 settle, P-04 register_callback and
-P-05 register_listener (``lean-spec/02-actions/P-0*.lean``)."""
+P-05 register_listener, as Lean's ``spec/02-actions/P-0*.lean`` defines them
+(docs/references.md#the-abstract-machine)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The schedule handlers: S-01 get, S-02 create, S-03 delete (``lean-spec/02-actions/S-*``)."""
+"""The schedule handlers: S-01 get, S-02 create, S-03 delete (Lean ``spec/02-actions/S-*``,
+docs/references.md#the-abstract-machine)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """The settlement chain: what settling a promise sets in motion, in Lean's order.
 
 ``settle`` is the tail shared by ``promise.settle``, ``task.fulfill`` and the promise
-timeout; ``enqueue_resume`` (``00-resume.lean``) is how a settlement reaches each awaiter.
-Both run inside the caller's transaction, so a settlement, its scrub and every message it
-causes commit together.
+timeout; ``enqueue_resume`` (Lean's ``spec/02-actions/00-resume.lean``;
+docs/references.md#the-abstract-machine) is how a settlement reaches each awaiter. Both run
+inside the caller's transaction, so a settlement, its scrub and every message it causes
+commit together.
 """
 
 from __future__ import annotations

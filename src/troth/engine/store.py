@@ -1,11 +1,12 @@
 """The machine's effects: what a handler may do to state, and nothing more.
 
-The Lean machine (``01-objects/state.lean``) touches state only through a handful of
-effects: look up or upsert a promise, task or schedule; arm or disarm the three kinds of
-timeouts; append to a promise's callbacks or listeners; upsert an outbox message; and the
-settlement scrub. ``Store`` is that list as a Python protocol, plus the read-only queries
-the extensions (search, preload) and the timeouts loop need. A backend implements it over
-one open transaction; the handlers in this package are written once against it.
+The Lean machine (``spec/01-objects/state.lean``; docs/references.md#the-abstract-machine)
+touches state only through a handful of effects: look up or upsert a promise, task or
+schedule; arm or disarm the three kinds of timeouts; append to a promise's callbacks or
+listeners; upsert an outbox message; and the settlement scrub. ``Store`` is that list as a
+Python protocol, plus the read-only queries the extensions (search, preload) and the
+timeouts loop need. A backend implements it over one open transaction; the handlers in this
+package are written once against it.
 
 Promises are kept as wire ``PromiseRecord`` values; their callbacks and listeners, which
 Lean keeps on the promise object, are separate effects here because a database keeps them

@@ -1,6 +1,6 @@
 """The task handlers: T-01 get, T-02 create, T-03 acquire, T-04 fence, T-05 heartbeat,
 T-06 suspend, T-07 fulfill, T-08 release, T-09 halt, T-10 continue
-(``lean-spec/02-actions/T-*.lean``)."""
+(Lean ``spec/02-actions/T-*.lean``, docs/references.md#the-abstract-machine)."""
 
 from __future__ import annotations
 

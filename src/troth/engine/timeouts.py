@@ -1,4 +1,7 @@
-"""The four internal transitions (``lean-spec/02-actions/02-timeouts.lean``) and ``fire``.
+"""The four internal transitions and ``fire``.
+
+The transitions are Lean's ``spec/02-actions/02-timeouts.lean``
+(docs/references.md#the-abstract-machine).
 
 The environment fires a timeout once its deadline is due; the transitions themselves do
 not re-check the deadline, as in Lean. ``fire`` adds troth's stale-obligation rule

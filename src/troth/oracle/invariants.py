@@ -2,18 +2,18 @@
 
 ``check_state(snap, now)`` judges one state; ``check_step(before, after, now)`` judges one
 step (a request, or a whole ``debug.tick``). Both answer the violated properties by their
-catalogue names (spec-properties.md §3), so a report reads the same here as in the Lean,
-Go and TypeScript checkers. The checker reads only the wire snapshot, so it judges the
-oracle and the server alike.
+catalogue names (docs/references.md#the-property-catalogue), so a report reads the same
+here as in the Lean, Go and TypeScript checkers. The checker reads only the wire snapshot,
+so it judges the oracle and the server alike.
 
 The catalogue is written for HEAD's machine; troth runs 83d64c3 behind its 400 doors
-(docs/semantics.md). The store is read through §3.1's mapping: a task's ``expiresAt`` is
-its lease row (``taskTimeouts`` type 1) and ``retryAt`` its retry row (type 0). The ✓E
-entries hold because ``debug.tick`` fires a timeout only once it is due. A tick may run
-several internal transitions in one step; every property below also holds for such a
-composition (where that needed a word, the check says so).
+(docs/semantics.md). The store is read through the catalogue's mapping: a task's
+``expiresAt`` is its lease row (``taskTimeouts`` type 1) and ``retryAt`` its retry row
+(type 0). The ✓E entries hold because ``debug.tick`` fires a timeout only once it is due. A
+tick may run several internal transitions in one step; every property below also holds for
+such a composition (where that needed a word, the check says so).
 
-State properties implemented (§3.2): every ✓ and ✓E entry, and the ✗door entries the doors
+State properties implemented: every ✓ and ✓E entry, and the ✗door entries the doors
 close: 5, 6, 10 (settle to ``pending`` or ``rejected_timedout`` is refused), 14 (self-await
 is refused at register_callback and task.suspend), 35 and 37 (an untargeted task.create is
 refused), 38 and 43 (listener addresses are validated), 44 (settle to ``pending``), 45
@@ -28,7 +28,7 @@ State properties excluded:
   suspensions on internal promises are accepted, as in 83d64c3 (their awaiters strand).
 - 25 ``well_formed_task_resumes_unique``: the snapshot shows ``resumes`` as a count.
 
-Transition properties implemented (§3.3): every ✓ and ✓E entry, and the ✗door entries 9,
+Transition properties implemented: every ✓ and ✓E entry, and the ✗door entries 9,
 10, 22, 28, 42 and 43 (closed by the settle doors and the targeted task.create door).
 Three are weaker than the catalogue's because ``resumes`` is a count: 24 and 26 ask for a
 non-empty ``resumes`` rather than the awaited id in it, and 38 asks the count to grow or
@@ -42,8 +42,8 @@ Transition properties excluded:
   ``consistent_obligation_discharge_requires_settled``: 83d64c3's settlement scrub removes
   the settling promise from the callbacks of other, still pending promises.
   ``consistent_obligation_discharge_requires_settlement_or_scrub`` checks what does hold.
-- 27 ``consistent_suspension_registers_callback``: false for HEAD's machine too (§3.5: a
-  suspension may add no new callback); state property 45 checks the sound form.
+- 27 ``consistent_suspension_registers_callback``: false for HEAD's machine too (a known
+  defect: a suspension may add no new callback); state property 45 checks the sound form.
 - 40 ``preserved_no_dead_dispatch`` and 41 ``preserved_execute_only_for_live_task``: 83d64c3
   re-pends and dispatches dead tasks (lease and retry expiry, task.continue, resume of a dead
   awaiter, a schedule's backlogged occurrences).
@@ -52,9 +52,9 @@ Transition properties excluded:
   sets ``retryAt = now``. ``eager_pending_entry_arms_retry`` checks 83d64c3's form, and the
   rest of 50 (version kept, resume recorded) is in 5 and 26.
 
-Prose invariants (§3.6) that hold are either the catalogue entry that restates them
+Prose invariants (the DAA pages') that hold are either the catalogue entry that restates them
 (``PROSE_NAMES``) or, where the catalogue has no image because HEAD has no timer tables,
-checked here under their own names: ``missing_ptimeout`` (in §3.6's corrected form: every
+checked here under their own names: ``missing_ptimeout`` (in its corrected form: every
 pending *external* promise is armed, at its ``timeoutAt``), ``arming_is_external_only``,
 ``stale_ptimeout``, ``listener_for_settled_promise``. troth adds the same for the other
 tables (``stale_ttimeout``, ``schedule_timeout_matches_next_run_at``) and
@@ -95,7 +95,7 @@ class Violation(NamedTuple):
     detail: str
 
 
-# The prose invariants of §3.6 that a catalogue entry restates (or strengthens).
+# The prose invariants that a catalogue entry restates (or strengthens).
 PROSE_NAMES: dict[str, str] = {
     "orphan_invokes": "consistent_task_iff_targeted_promise",
     "orphan_tasks": "consistent_task_iff_targeted_promise",
@@ -279,7 +279,7 @@ def check_step(
     ]
 
 
-# -- §3.2 state properties: promises --------------------------------------------------------
+# -- state properties: promises -----------------------------------------------------------
 
 
 @state_property
@@ -382,7 +382,7 @@ def well_formed_promise_settled_at_lte_now(v: View, now: int) -> Iterator[Findin
             yield (p.id,), f"settledAt {p.settled_at} > now {now}"
 
 
-# -- §3.2 state properties: tasks -----------------------------------------------------------
+# -- state properties: tasks --------------------------------------------------------------
 
 
 def _iff(v: View, what: str, has: Callable[[TaskRecord], bool], state: TaskState):
@@ -456,7 +456,7 @@ def well_formed_task_acquired_version_positive(v: View, now: int) -> Iterator[Fi
             yield (t.id,), f"acquired at version {t.version}"
 
 
-# -- §3.2 state properties: schedules and the store -----------------------------------------
+# -- state properties: schedules and the store --------------------------------------------
 
 
 @state_property
@@ -506,7 +506,7 @@ def well_formed_store_outbox_keys_unique(v: View, now: int) -> Iterator[Finding]
     yield from _duplicates((message_key(m) for m in v.snap.messages), "outbox")
 
 
-# -- §3.2 state properties: consistency across objects --------------------------------------
+# -- state properties: consistency across objects -----------------------------------------
 
 
 @state_property
@@ -610,7 +610,7 @@ def consistent_suspended_task_holds_rung(v: View, now: int) -> Iterator[Finding]
             yield (t.id,), "suspended task of a live promise that no promise will resume"
 
 
-# -- the 83d64c3 timer tables (§3.6 and §3.1's mapping) ---------------------------------------
+# -- the 83d64c3 timer tables (the prose invariants, and the catalogue's mapping) -----------
 
 
 @state_property
@@ -670,7 +670,7 @@ def callback_for_settled_promise(v: View, now: int) -> Iterator[Finding]:
             yield (id,), f"callbacks {sorted(held)} on a {p.state if p else 'missing'} promise"
 
 
-# -- §3.3 transition properties: promises ---------------------------------------------------
+# -- transition properties: promises ------------------------------------------------------
 
 
 def _promise_pairs(s: Step) -> Iterator[tuple[PromiseRecord, PromiseRecord]]:
@@ -849,7 +849,7 @@ def consistent_new_promise_born_clean(s: Step) -> Iterator[Finding]:
             )
 
 
-# -- §3.3 transition properties: tasks ------------------------------------------------------
+# -- transition properties: tasks ---------------------------------------------------------
 
 
 def _task_pairs(s: Step) -> Iterator[tuple[TaskRecord, TaskRecord]]:
@@ -862,7 +862,7 @@ def _task_pairs(s: Step) -> Iterator[tuple[TaskRecord, TaskRecord]]:
 ACQUIRED, PENDING_T = TaskState.ACQUIRED, TaskState.PENDING
 SUSPENDED, HALTED, FULFILLED = TaskState.SUSPENDED, TaskState.HALTED, TaskState.FULFILLED
 
-# The 17 admissible task edges (§3.3 #17).
+# The 17 admissible task edges (transition property 17).
 TASK_EDGES: dict[TaskState, frozenset[TaskState]] = {
     PENDING_T: frozenset({PENDING_T, ACQUIRED, HALTED, FULFILLED}),
     ACQUIRED: frozenset(TaskState),
@@ -1145,7 +1145,7 @@ def eager_pending_entry_arms_retry(s: Step) -> Iterator[Finding]:
             yield (a.id,), f"entered pending at v{a.version}, outbox execute v{version}"
 
 
-# -- §3.3 transition properties: the outbox and schedules -----------------------------------
+# -- transition properties: the outbox and schedules --------------------------------------
 
 
 def _new_messages(s: Step) -> Iterator[OutboxEntry]:

@@ -1,4 +1,6 @@
-"""The promise handlers P-01..P-05 (``02-actions/P-0*.lean``), one function each.
+"""The promise handlers P-01..P-05, one function each.
+
+Lean's ``spec/02-actions/P-0*.lean`` (docs/references.md#the-abstract-machine).
 
 Each takes the state, the typed request and ``now`` and answers a ``Reply``. The settlement
 tail is written out in ``promise_settle`` as Lean writes it at each of its three sites

@@ -1,4 +1,7 @@
-"""``00-resume.lean``: the settlement chain's step for one awaiter."""
+"""The settlement chain's step for one awaiter.
+
+Lean's ``spec/02-actions/00-resume.lean`` (docs/references.md#the-abstract-machine).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The schedule handlers S-01..S-03 (``02-actions/S-0*.lean``), one function each."""
+"""The schedule handlers S-01..S-03, one function each.
+
+Lean's ``spec/02-actions/S-0*.lean`` (docs/references.md#the-abstract-machine).
+"""
 
 from __future__ import annotations
 

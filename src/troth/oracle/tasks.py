@@ -1,4 +1,6 @@
-"""The task handlers T-01..T-10 (``02-actions/T-*.lean``), one function each.
+"""The task handlers T-01..T-10, one function each.
+
+Lean's ``spec/02-actions/T-*.lean`` (docs/references.md#the-abstract-machine).
 
 Acquire, fence, suspend, fulfill and release open with the same guard, checked in Lean's
 order: task missing 404; its promise missing 409; wrong task state 409; promise not pending

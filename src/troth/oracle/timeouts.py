@@ -1,4 +1,6 @@
-"""``02-timeouts.lean``: the four transitions the environment fires, and ``catchUp``.
+"""The four transitions the environment fires, and ``catchUp``.
+
+Lean's ``spec/02-actions/02-timeouts.lean`` (docs/references.md#the-abstract-machine).
 
 None of them re-checks that its deadline is due (the environment is trusted to fire them
 only then) and none checks the promise's liveness, as in Lean.

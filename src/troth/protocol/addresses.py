@@ -1,4 +1,4 @@
-"""Delivery addresses: where execute and unblock messages go (wire-protocol.md §4.4).
+"""Delivery addresses: where execute and unblock messages go (docs/references.md#addresses).
 
 ``poll://any@group[/id]`` reaches one SSE connection of a group, preferring the named id;
 ``poll://uni@group/id`` reaches only that id; ``http(s)://…`` is pushed to with a POST.

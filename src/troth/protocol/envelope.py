@@ -1,8 +1,8 @@
 """The request/response envelope: bytes in, a typed request or a 400; a reply out, bytes.
 
-Decoding follows the reference server's order (wire-protocol.md §2.3): the envelope's own
-shape, a non-empty ``kind``, ``data`` being an object, the protocol version, the kind being
-known, then the kind's ``data`` schema and its extra checks. Every failure is a
+Decoding follows the reference server's order (docs/references.md#decoding-order): the
+envelope's own shape, a non-empty ``kind``, ``data`` being an object, the protocol version,
+the kind being known, then the kind's ``data`` schema and its extra checks. Every failure is a
 ``BadRequest`` whose message says what is wrong and where.
 """
 

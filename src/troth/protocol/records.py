@@ -100,7 +100,7 @@ class Schedule(Record):
     last_run_at: int | None = None
 
 
-# Reserved tags (wire-protocol.md §4.2).
+# Reserved tags (docs/references.md#reserved-tags).
 TARGET = "resonate:target"
 TIMER = "resonate:timer"
 DELAY = "resonate:delay"

@@ -113,7 +113,7 @@ def unblock_message(promise: PromiseRecord) -> Message:
     return Message("unblock", ExecuteHead(), UnblockData(promise))
 
 
-# -- debug.snap (wire-protocol.md §11) ------------------------------------------------------
+# -- debug.snap (docs/references.md#debug-kinds-and-the-snapshot) -------------------------
 
 
 class PromiseTimeoutEntry(Record):

@@ -1,7 +1,7 @@
 """Checks a request must pass beyond its schema; each failure is a 400 naming the field.
 
-These follow the reference server's rules (wire-protocol.md §4.3, §5, Appendix B) with
-troth's decisions where they break the official SDKs:
+These follow the reference server's rules (docs/references.md#ids-and-origins, #request-kinds and
+#validation-messages) with troth's decisions where they break the official SDKs:
 
 - ids are ``<origin>:<lineage>`` as the current official SDKs mint them (see ``ids``):
   ``:`` is reserved in ``resonate:origin`` and schedule ids, ``.`` is allowed everywhere;
