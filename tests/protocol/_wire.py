@@ -21,8 +21,9 @@ TARGET = "poll://any@workers"
 
 HEAD: dict[str, Any] = {"corrId": CORR, "version": VERSION}
 
-# One valid ``data`` per kind (wire-protocol.md §5). The task id is "p" throughout so that
-# awaited/fenced ids in the same origin are its child "p:1" (ids: ``<origin>:<lineage>``).
+# One valid ``data`` per kind (docs/references.md#request-kinds). The task id is "p"
+# throughout so that awaited/fenced ids in the same origin are its child "p:1" (ids:
+# ``<origin>:<lineage>``).
 VALID: dict[str, dict[str, Any]] = {
     "promise.get": {"id": "p"},
     "promise.create": {"id": "p", "timeoutAt": 1000},

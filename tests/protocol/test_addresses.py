@@ -1,4 +1,4 @@
-"""Delivery addresses (wire-protocol.md §4.4, narrowed by docs/semantics.md "Doors").
+"""Delivery addresses (docs/references.md#addresses, narrowed by docs/semantics.md "Doors").
 
 troth accepts only what it can deliver to: ``poll://any@group[/id]``, ``poll://uni@group/id``
 and ``http(s)://…``. The group is the URL's host with its case kept and its port ignored; the

@@ -1,4 +1,7 @@
-"""Encoding: what troth puts on the wire (wire-protocol.md §0, §2.2, §3, §5, §10.1, §11).
+"""Encoding: what troth puts on the wire.
+
+The sections named below are those of docs/references.md: what the SDKs depend on, the
+envelope, records, request kinds, messages, and the snapshot.
 
 Every expected JSON value here is written out from the reference, and compared with the
 parsed output of the encoder, so key order does not matter and absence is visible.
@@ -104,7 +107,7 @@ def data_of(kind: str, reply: Reply) -> Any:
 
 
 def nulls(value: Any, path: str = "$") -> list[str]:
-    """Every place a JSON null occurs: §0 item 1 says there must be none."""
+    """Every place a JSON null occurs: what the SDKs depend on, item 1: there must be none."""
     if value is None:
         return [path]
     if isinstance(value, dict):
@@ -114,7 +117,7 @@ def nulls(value: Any, path: str = "$") -> list[str]:
     return []
 
 
-# -- records (§3) ------------------------------------------------------------------------------
+# -- records ----------------------------------------------------------------------------------
 
 
 def test_a_pending_promise_omits_settled_at_and_keeps_empty_param_value_and_tags() -> None:
@@ -136,7 +139,7 @@ def test_a_settled_promise_carries_every_present_field() -> None:
     ],
 )
 def test_a_value_keeps_exactly_the_keys_it_has(value: Value, expected: dict[str, Any]) -> None:
-    # §3.1: presence is preserved; {} stays {}; absent keys are omitted, never null.
+    # records: presence is preserved; {} stays {}; absent keys are omitted, never null.
     assert to_builtins(value) == expected
 
 
@@ -195,7 +198,7 @@ def test_a_schedule_that_fired_carries_last_run_at() -> None:
     assert to_builtins(fired) == {**SCHEDULE_JSON, "lastRunAt": 60000, "nextRunAt": 120000}
 
 
-# -- success responses (§2.2, §5) -------------------------------------------------------------
+# -- success responses (the envelope, request kinds) ------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -259,13 +262,14 @@ def test_success_bodies_have_the_reference_shape(kind: str, reply: Reply, expect
 
 
 def test_a_suspend_that_finds_a_settled_promise_answers_300_with_only_a_preload() -> None:
-    # §2.2: "task.suspend 300 is the exception: its data is {"preload":[…]}".
+    # the envelope: task.suspend's 300 answers {"preload": […]} as its data, not a message.
     data = data_of("task.suspend", Reply(300, TaskSuspendedResponse([RESOLVED])))
     assert data == {"preload": [RESOLVED_JSON]}
 
 
 def test_a_fence_body_nests_the_inner_reply_under_the_outer_corr_id() -> None:
-    # §5.13: the inner head carries the OUTER corrId; the inner action's own head is ignored.
+    # request kinds, task.fence: the inner head carries the OUTER corrId; the inner action's
+    # own head is ignored.
     result = TaskFenceResult("promise.create", Reply(200, PromiseResponse(PENDING)), [RESOLVED])
     envelope = wire("task.fence", Reply(200, result), corr_id="outer-7")
     assert envelope == {
@@ -295,9 +299,9 @@ def test_a_fenced_settle_of_a_missing_promise_is_an_inner_404_in_an_outer_200() 
     }
 
 
-# -- error responses (§0 item 4, §2.2, §5) ----------------------------------------------------
+# -- error responses (what the SDKs depend on, item 4; the envelope) ---------------------------
 
-# The messages the reference sends for each kind's handler statuses (§5); SDKs do not parse
+# The messages the reference sends for each kind's handler statuses; SDKs do not parse
 # them, but they are what a user reads.
 REFERENCE_MESSAGES = [
     ("promise.get", 404, "Promise not found"),
@@ -349,7 +353,7 @@ def test_an_unknown_kind_still_gets_a_string_error() -> None:
     assert isinstance(wire("nope", Reply(500))["data"], str)
 
 
-# -- messages (§10.1) and the snapshot (§11) --------------------------------------------------
+# -- messages and the snapshot ----------------------------------------------------------------
 
 
 def test_an_execute_message_carries_the_server_url_and_the_current_version() -> None:
@@ -362,7 +366,8 @@ def test_an_execute_message_carries_the_server_url_and_the_current_version() -> 
 
 
 def test_an_execute_message_without_a_server_url_still_has_a_head() -> None:
-    # §0 item 5: the TS SDK drops a message without a head; §11: "head":{} in snapshots.
+    # what the SDKs depend on, item 5: the TS SDK drops a message without a head; the
+    # snapshot: "head": {} there.
     assert to_builtins(execute_message("p1", 0)) == {
         "kind": "execute",
         "head": {},

@@ -1,8 +1,9 @@
 """Decoding: every way a request envelope or its ``data`` earns a 400, and what decodes.
 
-The cases come from wire-protocol.md §2.1-§2.3 (envelope), §3 (records), §4.3-§4.4 (ids and
-addresses), §5 (kinds), §7 (search limits) and Appendix B, with troth's departures taken from
-docs/semantics.md ("Doors (400s) in front of the machine").
+The cases come from the reference server's rules as docs/references.md states them (the
+envelope, its decoding order, records, ids and origins, addresses, request kinds, search,
+validation messages; the comments below name these sections), with troth's departures taken
+from docs/semantics.md ("Doors (400s) in front of the machine").
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from ._wire import CORR, DELETE, HEAD, TARGET, VALID, Path, accept, body, mutate
 I64_MAX = 2**63 - 1
 MAX_MILLIS = 2**53 - 1
 
-# wire-protocol.md §5: "There are 26 kinds".
+# docs/references.md#request-kinds: there are 26 kinds.
 ALL_KINDS = {
     "promise.get",
     "promise.create",
@@ -82,7 +83,7 @@ def test_the_valid_data_of_every_kind_decodes(kind: str) -> None:
     assert isinstance(request.data, KINDS[kind].data)
 
 
-# -- the envelope (§2.1, §2.3 steps 1-4 and 8) ------------------------------------------------
+# -- the envelope (and decoding order, steps 1-4 and 8) ---------------------------------------
 
 
 def raw(value: Any) -> bytes:
@@ -207,15 +208,15 @@ ENVELOPE_400: list[Any] = [
         "resonate:debug_time",
         id="debug_time-beyond-i64",
     ),
-    # §2.3 step 2: an empty kind, echoed as the empty string it was.
+    # decoding order, step 2: an empty kind, echoed as the empty string it was.
     pytest.param(body("", GET), "", CORR, "'kind'", id="empty-kind"),
-    # §2.3 step 3: data must be an object, null included.
+    # decoding order, step 3: data must be an object, null included.
     pytest.param(body("promise.get", None), "promise.get", CORR, "'data'", id="data-null"),
     pytest.param(body("promise.get", []), "promise.get", CORR, "'data'", id="data-array"),
     pytest.param(body("promise.get", "p"), "promise.get", CORR, "'data'", id="data-string"),
     pytest.param(body("promise.get", 1), "promise.get", CORR, "'data'", id="data-number"),
     pytest.param(body("promise.get", False), "promise.get", CORR, "'data'", id="data-boolean"),
-    # §2.3 step 4.
+    # decoding order, step 4.
     pytest.param(
         body("promise.get", GET, version="2025-01-01"),
         "promise.get",
@@ -226,7 +227,7 @@ ENVELOPE_400: list[Any] = [
     pytest.param(
         body("promise.get", GET, version=""), "promise.get", CORR, "version", id="empty-version"
     ),
-    # §2.3 step 8: unknown kinds, names compared exactly.
+    # decoding order, step 8: unknown kinds, names compared exactly.
     pytest.param(
         body("promise.frobnicate", GET),
         "promise.frobnicate",
@@ -257,7 +258,8 @@ def test_a_malformed_envelope_is_a_400_that_echoes_what_it_could_read(
 def test_the_400_answer_has_the_protocol_shape(
     raw_body: bytes, kind: str, corr_id: str, text: str
 ) -> None:
-    """§0 items 2-4 and §2.2: HTTP status = head.status, exactly three head keys, string data."""
+    """What the SDKs depend on, items 2-4: HTTP status = head.status, exactly three head
+    keys, string data."""
     error = refuse(raw_body)
     wire = json.loads(encode_response(error.kind, error.corr_id, error.reply()))
     assert set(wire) == {"kind", "head", "data"}
@@ -269,7 +271,7 @@ def test_the_400_answer_has_the_protocol_shape(
 
 
 def test_an_envelope_error_message_says_where_the_parser_stopped() -> None:
-    # §2.3 step 1: "Invalid request envelope: <message>", the message being the parser's.
+    # decoding order, step 1: "Invalid request envelope: <message>", the message being the parser's.
     error = refuse(b'{"kind": "promise.get", "head": {"corrId": 5')
     assert error.message.startswith("Invalid request envelope: ")
     assert len(error.message) > len("Invalid request envelope: ")
@@ -320,7 +322,7 @@ def test_head_optionals_are_accepted_as_null_and_read_when_present() -> None:
 
 
 def test_unknown_keys_are_ignored_in_the_envelope_head_and_data() -> None:
-    # §2.1: e.g. the TS SDK's head["resonate:origin"].
+    # the envelope: unknown keys are ignored, e.g. the TS SDK's head["resonate:origin"].
     envelope = {
         "kind": "promise.get",
         "head": {**HEAD, "resonate:origin": "p", "extra": [1, {"x": None}]},
@@ -338,12 +340,12 @@ def test_any_corr_id_string_is_echoed_verbatim() -> None:
         assert refuse(body("nope", GET, corrId=corr_id)).corr_id == corr_id
 
 
-# -- data: the schema (§2.3 step 9.1) ---------------------------------------------------------
+# -- data: the schema (decoding order, step 9.1) ----------------------------------------------
 
 CREATE_IN_TASK: Path = ("action", "data")
 SUSPEND_ACTION: Path = ("actions", 0)
 
-# Every required key of every kind (§5), as a path into VALID[kind].
+# Every required key of every kind (request kinds), as a path into VALID[kind].
 REQUIRED: list[tuple[str, Path]] = [
     ("promise.get", ("id",)),
     ("promise.create", ("id",)),
@@ -426,8 +428,8 @@ def test_a_missing_required_field_is_a_400_naming_it(kind: str, path: Path) -> N
 
 
 def test_optional_keys_of_nested_actions_may_be_absent_or_null() -> None:
-    # §5.8/§5.11/§5.12: an action's head key is required but may be null; §5.13: a fence's
-    # action head is optional.
+    # request kinds: task.create's, task.fulfill's and task.suspend's action head key is
+    # required but may be null; a fence's action head is optional.
     for kind, path in [
         ("task.create", ("action", "head")),
         ("task.fulfill", ("action", "head")),
@@ -494,7 +496,7 @@ SCHEMA_400: list[tuple[str, Path, Any, str]] = [
     ("schedule.search", ("cursor",), [], "$.cursor"),
     ("debug.tick", ("time",), "1", "$.time"),
     ("debug.tick", ("time",), None, "$.time"),
-    # a float where an integer belongs, even an integral one (§2.3 step 9.1)
+    # a float where an integer belongs, even an integral one (decoding order, step 9.1)
     ("promise.create", ("timeoutAt",), 1000.0, "$.timeoutAt"),
     ("task.create", ("ttl",), 1000.0, "$.ttl"),
     ("task.create", (*CREATE_IN_TASK, "timeoutAt"), 1000.0, "$.action.data.timeoutAt"),
@@ -565,7 +567,7 @@ SCHEMA_400: list[tuple[str, Path, Any, str]] = [
     ("schedule.create", ("cron",), "", "$.cron"),
     ("schedule.create", ("promiseId",), "", "$.promiseId"),
     ("schedule.delete", ("id",), "", "$.id"),
-    # enums: settle states (§3.5) and search filters
+    # enums (records): settle states and search filters
     ("promise.settle", ("state",), "pending", "$.state"),
     ("promise.settle", ("state",), "rejected_timedout", "$.state"),
     ("promise.settle", ("state",), "RESOLVED", "$.state"),
@@ -588,7 +590,7 @@ SCHEMA_400: list[tuple[str, Path, Any, str]] = [
     ("schedule.create", ("promiseTags",), None, "$.promiseTags"),
     ("task.suspend", ("actions",), None, "$.actions"),
     ("task.heartbeat", ("tasks",), None, "$.tasks"),
-    # tag and header values must be strings (§3.1, §5.2)
+    # tag and header values must be strings (records)
     ("promise.create", ("tags",), {"a": 1}, "$.tags"),
     ("promise.create", ("tags",), {"a": None}, "$.tags"),
     ("promise.create", ("tags",), {"a": True}, "$.tags"),
@@ -636,14 +638,14 @@ def test_null_for_an_optional_search_filter_means_absent(kind: str, data: dict[s
 
 
 def test_null_inside_a_value_means_absent() -> None:
-    # §3.1: "A key that was absent or null in the request is stored as absent".
+    # records: a key that was absent or null in the request is stored as absent.
     data = {"id": "p", "timeoutAt": 5, "param": {"headers": None, "data": None}}
     assert accept(body("promise.create", data)).data.param == Value()
     data = {"id": "p", "state": "rejected", "value": {"headers": None, "data": "eA=="}}
     assert accept(body("promise.settle", data)).data.value == Value(data="eA==")
 
 
-# -- data: the checks beyond the schema (§2.3 step 9.2-9.3, §4.3, §4.4, Appendix B) ---------
+# -- data: the checks beyond the schema (decoding order, steps 9.2-9.3) ------------------------
 
 ORIGIN, BRANCH, PARENT, DELAY, PREFIX = (
     "resonate:origin",
@@ -684,13 +686,13 @@ def schedule(id: str = "s", cron: str = "* * * * *", **tags: str) -> dict[str, A
 
 # (kind, data, texts the message must contain)
 RULE_400: list[Any] = [
-    # §4.3 rule 1: no NUL in a created id, in every create shape
+    # ids and origins, rule 1: no NUL in a created id, in every create shape
     pytest.param("promise.create", create("p\x00q"), ["id", "null"], id="nul"),
     pytest.param("task.create", task_create(targeted("p\x00")), ["action.data.id"], id="nul-tc"),
     pytest.param(
         "task.fence", fence("promise.create", create("p:\x00")), ["action.data.id"], id="nul-fence"
     ),
-    # §4.3 rules 2-4: the id equals the origin/branch/parent or lies below it; ids are
+    # ids and origins, rules 2-4: the id equals the origin/branch/parent or lies below it; ids are
     # ``<origin>:<lineage>`` (a root's children join with ':', deeper ones with '.')
     pytest.param("promise.create", create("q", **{ORIGIN: "p"}), [ORIGIN], id="origin-other"),
     pytest.param("promise.create", create("q:1", **{ORIGIN: "p"}), [ORIGIN], id="origin-mismatch"),
@@ -717,7 +719,7 @@ RULE_400: list[Any] = [
         ["action.data.", PARENT],
         id="parent-fence",
     ),
-    # §4.3 rule 6: resonate:delay
+    # ids and origins, rule 6: resonate:delay
     pytest.param("promise.create", targeted(**{DELAY: "soon"}), [DELAY], id="delay-word"),
     pytest.param("promise.create", targeted(**{DELAY: "-1"}), [DELAY], id="delay-negative"),
     pytest.param("promise.create", targeted(**{DELAY: "1.5"}), [DELAY], id="delay-float"),
@@ -735,7 +737,7 @@ RULE_400: list[Any] = [
     pytest.param(
         "promise.create", create(**{DELAY: "10"}), [DELAY, "resonate:target"], id="delay-untargeted"
     ),
-    # §4.4: the target must be an address troth delivers to
+    # addresses: the target must be an address troth delivers to
     pytest.param(
         "promise.create",
         targeted(**{"resonate:target": "ftp://h"}),
@@ -784,7 +786,7 @@ RULE_400: list[Any] = [
         ["listener address"],
         id="listener-no-group",
     ),
-    # §5.4
+    # promise.register_callback
     pytest.param(
         "promise.register_callback",
         {"awaited": "p", "awaiter": "p"},
@@ -803,7 +805,7 @@ RULE_400: list[Any] = [
         ["origin"],
         id="callback-dotted-root",
     ),
-    # §5.8
+    # task.create
     pytest.param(
         "task.create",
         task_create(create()),
@@ -816,14 +818,14 @@ RULE_400: list[Any] = [
         ["action.data.tags", DELAY],
         id="task-delay",
     ),
-    # §5.11
+    # task.fulfill
     pytest.param(
         "task.fulfill",
         mutate(VALID["task.fulfill"], ("action", "data", "id"), "q"),
         ["action.data.id", "task id"],
         id="fulfill-other",
     ),
-    # §5.12
+    # task.suspend
     pytest.param("task.suspend", suspend(), ["actions", "empty"], id="suspend-empty"),
     pytest.param(
         "task.suspend", suspend(("p:1", "p:2")), ["actions[0].data.awaiter"], id="suspend-awaiter"
@@ -846,7 +848,7 @@ RULE_400: list[Any] = [
         ["actions[1].data.awaited", "origin"],
         id="suspend-dotted-root",
     ),
-    # §5.13
+    # task.fence
     pytest.param(
         "task.fence", fence("promise.get", {"id": "p:1"}), ["action.kind"], id="fence-kind"
     ),
@@ -889,7 +891,7 @@ RULE_400: list[Any] = [
     pytest.param(
         "task.fence", fence("promise.create", None), ["$.action.data"], id="fence-data-null"
     ),
-    # §5.19 and docs/semantics.md
+    # schedule.create (request kinds, and docs/semantics.md)
     pytest.param(
         "schedule.create",
         schedule("s:1", **{"resonate:target": TARGET}),
@@ -929,7 +931,7 @@ RULE_400: list[Any] = [
         ["promiseTags", "resonate:target"],
         id="schedule-bad-target",
     ),
-    # §7
+    # search limits
     pytest.param("promise.search", {"limit": 0}, ["limit"], id="promise-limit-0"),
     pytest.param("promise.search", {"limit": 1001}, ["limit"], id="promise-limit-1001"),
     pytest.param("task.search", {"limit": 0}, ["limit"], id="task-limit-0"),
@@ -1014,7 +1016,7 @@ def test_creations_within_the_rules_are_accepted(tags: dict[str, str], id: str) 
 
 
 def test_a_fenced_create_may_carry_a_delay() -> None:
-    # §5.13: "resonate:delay is allowed here".
+    # request kinds, task.fence: resonate:delay is allowed in a fenced create.
     data = fence("promise.create", targeted("p:1", **{DELAY: "500"}))
     decoded = accept(body("task.fence", data)).data
     assert decoded == TaskFenceRequest(

@@ -1,4 +1,6 @@
-"""Scenarios for ``00-resume.lean`` (``enqueueResume``), reached through each settlement site.
+"""Scenarios for Lean's ``enqueueResume``, reached through each settlement site.
+
+``spec/02-actions/00-resume.lean``; see docs/references.md#the-abstract-machine.
 
 The ``fulfilled`` branch (and a missing awaiter task) cannot be reached through the
 protocol: the settlement scrub removes a settled awaiter from every pending promise's

@@ -1,4 +1,7 @@
-"""Scenarios for the timeout transitions of ``02-timeouts.lean``, fired by ``debug.tick``.
+"""Scenarios for the timeout transitions, fired by ``debug.tick``.
+
+The transitions are Lean's ``spec/02-actions/02-timeouts.lean``
+(docs/references.md#the-abstract-machine).
 
 ``debug.tick`` (docs/semantics.md) fires every due entry earliest first, ties going promise
 timeouts, then retries, then leases, then schedules, each at ``now = time``. The schedule

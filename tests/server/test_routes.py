@@ -1,4 +1,4 @@
-"""Every HTTP route answers as wire-protocol.md §1 says, over real HTTP."""
+"""Every HTTP route answers as docs/references.md#http-routes says, over real HTTP."""
 
 from __future__ import annotations
 
