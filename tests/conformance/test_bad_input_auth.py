@@ -12,12 +12,10 @@ static token (full access) in its ``Authorization`` header. On top of the damage
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import jwt
@@ -29,8 +27,7 @@ from hypothesis import strategies as st
 
 from tests.protocol._wire import HEAD, VALID
 from tests.protocol.test_fuzz import json_values, mutated
-from tests.server._harness import TrothServer
-from tests.support.postgres import cluster_url, fresh_database
+from tests.support.servers import BACKENDS, TrothServer, serve
 from troth.protocol import KINDS
 
 from ._client import MAX_BODY_BYTES, RETRY_TIMEOUT, HttpMachine
@@ -49,7 +46,7 @@ STATIC = "conformance-static-token-0123456789"
 KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.pg)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def live(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[TrothServer]:
@@ -62,19 +59,11 @@ def live(
         )
     )
     flags = (
-        "--debug",
         *("--tasks-retry-timeout", str(RETRY_TIMEOUT)),
         *("--max-body-bytes", str(MAX_BODY_BYTES)),
         *("--auth-publickey", str(key)),
     )
-    with contextlib.ExitStack() as stack:
-        if request.param == "postgres":
-            db: Any = stack.enter_context(fresh_database(cluster_url(), "troth_conformance"))
-        else:
-            db = Path(folder) / "t.db"
-        server = TrothServer(db, folder / "server.log", flags, {"TROTH_AUTH_TOKEN": STATIC})
-        server.start()
-        stack.callback(server.close)
+    with serve(request.param, folder, *flags, env={"TROTH_AUTH_TOKEN": STATIC}) as server:
         yield server
 
 

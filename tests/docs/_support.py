@@ -1,18 +1,13 @@
 """What the docs tests share: the repository, markdown code blocks, and a ``troth serve``
-subprocess on a free port."""
+started as a new user would start it."""
 
 from __future__ import annotations
 
-import os
 import re
-import socket
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+from tests.support.servers import TrothServer
 
 REPO = Path(__file__).resolve().parents[2]
 # Blocks a user is not meant to run on their own start with this comment, which says why
@@ -52,53 +47,8 @@ def doc_files() -> list[Path]:
     return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), REPO / "examples/README.md"]
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    """The environment of a new user's shell: no TROTH_* setting left over from the tests."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TROTH_")}
-    return {**env, "PYTHONUNBUFFERED": "1", **extra}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"the server exited:\n{log.read_text()}"
-        try:
-            if httpx.get(f"{url}/ready", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"the server did not become ready:\n{log.read_text()}")
-
-
-class Server:
-    """``troth serve`` on a free port with a database in ``directory``."""
-
-    def __init__(self, directory: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = directory / f"server-{self.port}.log"
-        command = [sys.executable, "-m", "troth", "serve", "--port", str(self.port),
-                   "--db", str(directory / f"server-{self.port}.db")]  # fmt: skip
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=log, env=clean_env())
-        try:
-            wait_ready(self.url, self.process, self.log)
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+def user_server(directory: Path) -> TrothServer:
+    """``troth serve`` as a new user starts it (no ``TROTH_*`` setting, no flag but its port
+    and database), on a database in ``directory``."""
+    server = TrothServer(directory / "server.db", directory / "server.log", as_new_user=True)
+    return server.start()

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from ._support import REPO, Server, clean_env
+from tests.support.processes import clean_env
+
+from ._support import REPO, user_server
 
 pytestmark = pytest.mark.slow
 SERVER_EXTRA = "pip install 'troth[server]'"
@@ -80,7 +82,7 @@ def test_the_sdk_runs_embedded(base: Path, tmp_path):
 
 
 def test_the_sdk_works_against_a_server_and_as_a_troth_worker(base: Path, tmp_path):
-    server = Server(tmp_path)  # from the full install: the base one has no server
+    server = user_server(tmp_path)  # from the full install: the base one has no server
     try:
         done = run(base, "python", str(REPO / "examples" / "fan_out.py"), "5", cwd=tmp_path,
                    TROTH_URL=server.url)  # fmt: skip

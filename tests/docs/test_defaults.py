@@ -10,10 +10,11 @@ import sys
 
 import pytest
 
+from tests.support.ports import free_port
+from tests.support.processes import clean_env
+from tests.support.servers import wait_ready
 from troth import cli
 from troth.sdk.app import DEFAULT_DB
-
-from ._support import clean_env, free_port, wait_ready
 
 
 def help_of(command: str, capsys: pytest.CaptureFixture[str]) -> str:

@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.processes import clean_env
 from troth import cli
 
-from ._support import FRAGMENT, REPO, Block, Server, blocks, clean_env, doc_files
+from ._support import FRAGMENT, REPO, Block, blocks, doc_files, user_server
 
 PYTHON = [b for path in doc_files() for b in blocks(path, "python")]
 SHELL = [b for path in doc_files() for b in blocks(path, "sh", "bash", "console")]
@@ -49,7 +50,7 @@ def test_a_python_block_runs_as_shown(block: Block, tmp_path: Path):
     script = tmp_path / "block.py"
     script.write_text(block.code)
     env = clean_env()
-    server = Server(tmp_path) if block.code.startswith(NEEDS_SERVER) else None
+    server = user_server(tmp_path) if block.code.startswith(NEEDS_SERVER) else None
     if server is not None:
         env["TROTH_URL"] = server.url
     try:

@@ -22,7 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from ._support import REPO, Server, clean_env
+from tests.support.processes import clean_env
+from tests.support.servers import TrothServer
+
+from ._support import REPO, user_server
 
 EXAMPLES = REPO / "examples"
 
@@ -90,8 +93,8 @@ def test_an_example_killed_at_a_random_moment_finishes_when_run_again(case: Case
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = Server(tmp_path_factory.mktemp("server"))
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrothServer]:
+    server = user_server(tmp_path_factory.mktemp("server"))
     yield server
     server.close()
 
@@ -145,7 +148,7 @@ def test_approval_by_hand_survives_a_kill_and_the_printed_command_approves(mode,
     """The approver is a person: the example prints the command that approves, the person
     runs it from another shell (another directory here) while the example is dead, and the
     example, run again, finishes at once."""
-    server = Server(tmp_path) if mode == "remote" else None
+    server = user_server(tmp_path) if mode == "remote" else None
     try:
         approve_by_hand(tmp_path, {"TROTH_URL": server.url} if server else {})
     finally:

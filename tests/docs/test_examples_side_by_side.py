@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ._support import REPO, Server, clean_env
+from tests.support.processes import clean_env
+
+from ._support import REPO, user_server
 
 RUNS = {
     ("hello", "ana"): "Hello, ana!",
@@ -43,7 +45,7 @@ def example(args: tuple[str, ...], cwd: Path, env: dict[str, str]) -> subprocess
 
 @pytest.mark.slow  # seven examples at once on two cores: about 20 s
 def test_examples_side_by_side_on_one_server_take_only_their_own_tasks(tmp_path):
-    server = Server(tmp_path)
+    server = user_server(tmp_path)
     env = clean_env(TROTH_URL=server.url, STEP_SECONDS="0.2")
     worker = subprocess.Popen(
         [troth_command(), "worker", "examples.saga:app"],

@@ -31,7 +31,11 @@ from pathlib import Path
 
 import pytest
 
-from ._support import REPO, Block, blocks, clean_env, free_port, wait_ready
+from tests.support.ports import free_port
+from tests.support.processes import clean_env
+from tests.support.servers import wait_ready
+
+from ._support import REPO, Block, blocks
 
 pytestmark = pytest.mark.slow
 

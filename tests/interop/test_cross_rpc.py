@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from .conftest import INTEROP, Invocation, Sdk, Server, _argv0
+from tests.interop.sdks import INTEROP, Invocation, Sdk, sdk_command, settle_json
+from tests.support.servers import TrothServer
 
 # Plain JSON in all its kinds; what the value encodings of both SDKs must carry unchanged.
 JSON_VALUES: list[Any] = [
@@ -32,9 +33,8 @@ JSON_VALUES: list[Any] = [
 
 
 @pytest.fixture
-def ts(server: Server, tmp_path: Path) -> Iterator[Sdk]:
-    argv0 = _argv0("ts")
-    s = Sdk(name="ts", server=server, work=tmp_path / "ts", argv0=argv0)
+def ts(server: TrothServer, tmp_path: Path) -> Iterator[Sdk]:
+    s = Sdk(name="ts", server=server, work=tmp_path / "ts", argv0=sdk_command("ts"))
     s.work.mkdir()
     try:
         yield s
@@ -43,9 +43,9 @@ def ts(server: Server, tmp_path: Path) -> Iterator[Sdk]:
 
 
 @pytest.fixture
-def troth(server: Server, tmp_path: Path) -> Iterator[Sdk]:
-    argv0 = [sys.executable, str(INTEROP / "troth" / "sdk.py")]
-    s = Sdk(name="troth", server=server, work=tmp_path / "troth", argv0=argv0)
+def troth(server: TrothServer, tmp_path: Path) -> Iterator[Sdk]:
+    command = [sys.executable, str(INTEROP / "troth" / "sdk.py")]
+    s = Sdk(name="troth", server=server, work=tmp_path / "troth", argv0=command)
     s.work.mkdir()
     try:
         yield s
@@ -240,7 +240,7 @@ def test_a_three_hop_chain_typescript_to_troth_to_typescript(ts: Sdk, troth: Sdk
 
 
 def test_a_troth_workflow_canceled_over_http_waits_for_its_typescript_child(
-    ts: Sdk, troth: Sdk, server: Server
+    ts: Sdk, troth: Sdk, server: TrothServer
 ) -> None:
     """A plain HTTP client cancels a troth workflow the documented way (create its
     ``<id>:cancel`` promise, resolve it with a reason) while it awaits a TypeScript child.
@@ -255,18 +255,17 @@ def test_a_troth_workflow_canceled_over_http_waits_for_its_typescript_child(
     )
     child = f"{id}:0"
     deadline = time.monotonic() + 30
-    while server.call("promise.get", {"id": child})["head"]["status"] != 200:
+    while server.send("promise.get", {"id": child}).status_code != 200:
         assert time.monotonic() < deadline, run.describe()
         time.sleep(0.05)
-    root = server.call("promise.get", {"id": id})["data"]["promise"]
+    root = server.ok("promise.get", {"id": id})["promise"]
     tags = {"resonate:origin": id, "resonate:parent": id, "resonate:branch": id}
     create = {"id": f"{id}:cancel", "timeoutAt": root["timeoutAt"], "tags": tags}
-    assert server.call("promise.create", create)["head"]["status"] == 200
-    reply = server.settle(f"{id}:cancel", {"reason": "stopped over HTTP"})
-    assert reply["head"]["status"] == 200, reply
+    server.ok("promise.create", create)
+    settle_json(server, f"{id}:cancel", {"reason": "stopped over HTTP"})
     error = error_of(run)
     assert error.startswith("CanceledError") and "stopped over HTTP" in error, error
-    settled = server.call("promise.get", {"id": child})["data"]["promise"]
+    settled = server.ok("promise.get", {"id": child})["promise"]
     assert settled["state"] == "resolved", settled
-    asked = server.call("promise.get", {"id": f"{child}.cancel"})["data"]["promise"]
+    asked = server.ok("promise.get", {"id": f"{child}.cancel"})["promise"]
     assert asked["state"] == "resolved"  # asked, and ignored

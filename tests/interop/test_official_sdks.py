@@ -1,7 +1,7 @@
 """Each official Resonate SDK (TypeScript, Python) runs real workflows on `troth serve`.
 
 Every test runs once per SDK. Workers and clients are separate OS processes (see
-conftest.py); the workflows themselves are in interop/ts/sdk.mjs and interop/py/sdk.py.
+tests/interop/sdks.py); the workflows themselves are in interop/ts/sdk.mjs and interop/py/sdk.py.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from .conftest import LEASE_TTL_MS, Sdk
+from tests.interop.sdks import LEASE_TTL_MS, Sdk, settle_json
 
 
 def test_hello_world_returns_the_greeting(sdk: Sdk) -> None:
@@ -63,9 +63,8 @@ def test_external_promise_resolved_over_http_resumes_the_workflow(sdk: Sdk) -> N
     promise_id = sdk.wait_marker(f"{tag} promise ").split()[-1]
     assert promise_id.startswith(f"{tag}:"), promise_id
 
-    reply = sdk.server.settle(promise_id, {"approved": True})
-    assert reply["head"]["status"] == 200, reply
-    assert reply["data"]["promise"]["state"] == "resolved", reply
+    settled = settle_json(sdk.server, promise_id, {"approved": True})
+    assert settled["promise"]["state"] == "resolved", settled
 
     assert run.result() == {"got": {"approved": True}}
 

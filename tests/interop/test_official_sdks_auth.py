@@ -3,7 +3,7 @@
 Both SDKs take a token from RESONATE_TOKEN (the TypeScript one also needs it passed to its
 constructor for the poll stream; interop/ts/sdk.mjs does) and send it in ``head.auth``, as
 a Bearer header and on ``GET /poll``. The server here verifies RS256 JWTs with an issuer
-and an audience (conftest.py ``secured_server``); the same workflows as
+and an audience (``secured_server`` in conftest.py); the same workflows as
 test_official_sdks.py run, and a process without the token gets nowhere.
 """
 
@@ -13,7 +13,7 @@ import json
 import urllib.error
 import urllib.request
 
-from .conftest import Sdk
+from tests.interop.sdks import Sdk, settle_json
 
 
 def test_hello_world_returns_the_greeting_with_auth_on(secured_sdk: Sdk) -> None:
@@ -57,6 +57,5 @@ def test_an_external_settle_needs_the_token_too(secured_sdk: Sdk) -> None:
     except urllib.error.HTTPError as e:
         assert e.code == 401
 
-    reply = server.settle(promise_id, {"approved": True})
-    assert reply["head"]["status"] == 200, reply
+    settle_json(server, promise_id, {"approved": True})
     assert run.result() == {"got": {"approved": True}}

@@ -14,20 +14,19 @@ skipped without it. Servers live for the module; each history starts from ``debu
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
 from tests.linearizability.history import RETRY_TIMEOUT
-from tests.linearizability.targets import HttpTarget, ServiceTarget, Target
-from tests.server._harness import TrothServer
+from tests.linearizability.targets import HttpTarget, Opener, ServiceTarget, Target
 from tests.storage_pg.conftest import Schema
+from tests.support.servers import TrothServer
 from troth.storage.postgres import PostgresService
 from troth.storage.sqlite import SqliteService
 
-Opener = Callable[[], Awaitable[Target]]
 SERVERS = 3  # PostgreSQL-backed servers (or in-process services) sharing one database
 
 
@@ -52,11 +51,11 @@ def url_with_schema(schema: Schema) -> str:
 def _servers(db: str, tmp: Path, count: int) -> list[TrothServer]:
     flags = ("--debug", "--tasks-retry-timeout", str(RETRY_TIMEOUT))
     # ``db`` stays a string: as a Path, ``postgresql://`` would lose a slash.
-    servers = [TrothServer(db, tmp / f"server{n}.log", flags, {}) for n in range(count)]  # type: ignore[arg-type]
+    servers = [TrothServer(db, tmp / f"server{n}.log", flags) for n in range(count)]
     for server in servers:
         try:
             server.start()
-        except RuntimeError:
+        except BaseException:
             for started in servers:
                 started.close()
             raise
@@ -110,7 +109,12 @@ def _http_opener(urls: list[str]) -> Opener:
     return open
 
 
-BACKENDS = ("sqlite", "postgres", "sqlite-server", "postgres-servers")
+BACKENDS = [
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.pg),
+    "sqlite-server",
+    pytest.param("postgres-servers", marks=pytest.mark.pg),
+]
 
 
 @pytest.fixture(params=BACKENDS)

@@ -9,6 +9,7 @@ checker rejects what it should.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import httpx
@@ -28,6 +29,10 @@ class Target(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+# A fresh target of one backend, for each history (the ``backend`` fixture's value).
+Opener = Callable[[], Awaitable[Target]]
 
 
 class ServiceTarget:

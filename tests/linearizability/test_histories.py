@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 
 from tests.linearizability.checker import Operation, check
-from tests.linearizability.conftest import Opener
 from tests.linearizability.history import RETRY_TIMEOUT, record
-from tests.linearizability.targets import StaleReads, Target, Unanswered
+from tests.linearizability.targets import Opener, StaleReads, Target, Unanswered
 
 SEEDS = range(3)
 

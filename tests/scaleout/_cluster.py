@@ -1,6 +1,6 @@
 """Several ``troth serve`` processes on one PostgreSQL database, and worker processes.
 
-Each server is the real CLI in a subprocess (``server._harness.TrothServer``) with
+Each server is the real CLI in a subprocess (``tests.support.servers.TrothServer``) with
 ``--db postgresql://…``; workers run ``python -m troth worker flow:app`` and are told the
 servers' URLs in their own order, so that each starts on a different server and fails over
 to the next.
@@ -8,14 +8,13 @@ to the next.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
-from tests.server._harness import TrothServer
+from tests.support import processes
+from tests.support.servers import TrothServer
 
 HERE = Path(__file__).parent
 
@@ -23,10 +22,7 @@ HERE = Path(__file__).parent
 class Cluster:
     def __init__(self, db_url: str, workdir: Path, size: int, flags: tuple[str, ...] = ()):
         self.workdir = workdir
-        self.servers = [
-            TrothServer(db_url, workdir / f"server{i}.log", flags, {})  # type: ignore[arg-type]
-            for i in range(size)
-        ]
+        self.servers = [TrothServer(db_url, workdir / f"server{i}.log", flags) for i in range(size)]
         self.workers: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> Cluster:
@@ -41,16 +37,9 @@ class Cluster:
 
     def start_worker(self, first: int) -> subprocess.Popen[bytes]:
         """A worker process of ``flow:app`` that connects to server ``first`` first."""
-        log = open(self.workdir / f"worker{len(self.workers)}.log", "ab")  # noqa: SIM115
-        env = {**os.environ, "TROTH_URL": ",".join(self.urls(first))}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "troth", "worker", "flow:app"],
-            cwd=HERE,
-            stdout=log,
-            stderr=log,
-            env=env,
-        )
-        log.close()
+        log = self.workdir / f"worker{len(self.workers)}.log"
+        env = {"TROTH_URL": ",".join(self.urls(first))}
+        process = processes.worker(HERE, env, "flow:app", log=log)
         self.workers.append(process)
         return process
 

@@ -10,7 +10,10 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.scaleout._cluster import Cluster
-from tests.server._harness import PushTarget, SseClient, TrothServer, eventually, now_ms
+from tests.support.push import PushTarget
+from tests.support.servers import TrothServer, now_ms
+from tests.support.sse import SseClient
+from tests.support.waiting import eventually
 
 # Executes are not re-sent during a test (the SSE clients here never acquire), and a pass
 # runs only when something wakes it: a message that arrives promptly came by NOTIFY.
@@ -89,24 +92,17 @@ def test_each_message_goes_to_one_worker_when_every_server_has_one(
     eventually(lambda: servers[0].snap()["messages"] == [])
 
 
-@pytest.fixture
-def target() -> Iterator[PushTarget]:
-    target = PushTarget()
-    yield target
-    target.close()
-
-
 def test_each_message_to_a_push_target_is_pushed_by_one_server(
-    make_cluster: Callable[..., Cluster], target: PushTarget
+    make_cluster: Callable[..., Cluster], push_target: PushTarget
 ) -> None:
     servers = make_cluster(3, QUIET).servers
     ids = [f"p{i}" for i in range(60)]
     for i, id in enumerate(ids):
-        servers[i % 3].create_promise(id, tags={"resonate:target": target.url})
-    eventually(lambda: len(target.received) >= len(ids), timeout=10)
+        servers[i % 3].create_promise(id, tags={"resonate:target": push_target.url})
+    eventually(lambda: len(push_target.received) >= len(ids), timeout=10)
     time.sleep(1.0)  # time enough for any second delivery
-    assert Counter(task_of(m) for m in target.received) == Counter(ids)
-    assert len(target.attempts) == len(ids)
+    assert Counter(task_of(m) for m in push_target.received) == Counter(ids)
+    assert len(push_target.attempts) == len(ids)
     eventually(lambda: servers[0].snap()["messages"] == [])
 
 

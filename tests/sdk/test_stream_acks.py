@@ -7,18 +7,17 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.support.servers import TrothServer
 from troth import Context, Troth
 
-from .conftest import Server
 
-
-def unblocks(server: Server) -> list[dict[str, object]]:
+def unblocks(server: TrothServer) -> list[dict[str, object]]:
     envelope = {
         "kind": "debug.snap",
         "head": {"corrId": "snap", "version": "2026-04-01"},
@@ -29,23 +28,22 @@ def unblocks(server: Server) -> list[dict[str, object]]:
 
 
 @pytest.mark.anyio
-async def test_the_sdk_acknowledges_unblocks_so_the_server_lets_them_go(tmp_path: Path) -> None:
+async def test_the_sdk_acknowledges_unblocks_so_the_server_lets_them_go(
+    start_server: Callable[..., TrothServer],
+) -> None:
     # A long hold: without the SDK's acknowledgement the unblock would stay a minute.
-    server = Server(tmp_path, "--debug", "--poll-unblock-hold", "60000")
-    try:
-        app = Troth(url=server.url, group=f"g{uuid.uuid4().hex[:8]}")
+    server = start_server("--poll-unblock-hold", "60000")
+    app = Troth(url=server.url, group=f"g{uuid.uuid4().hex[:8]}")
 
-        @app.register
-        async def nap(ctx: Context) -> int:
-            await ctx.sleep(timedelta(milliseconds=300))
-            return 7
+    @app.register
+    async def nap(ctx: Context) -> int:
+        await ctx.sleep(timedelta(milliseconds=300))
+        return 7
 
-        async with app:
-            assert await app.run(f"nap-{uuid.uuid4().hex[:6]}", nap).result() == 7
-            deadline = time.monotonic() + 5
-            while (pending := unblocks(server)) and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-            assert pending == []
-        assert "not acknowledged" not in server.log.read_text()
-    finally:
-        server.close()
+    async with app:
+        assert await app.run(f"nap-{uuid.uuid4().hex[:6]}", nap).result() == 7
+        deadline = time.monotonic() + 5
+        while (pending := unblocks(server)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert pending == []
+    assert "not acknowledged" not in server.log.read_text()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 import time
 import uuid
 from collections import Counter
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
+from tests.support.servers import TrothServer
 from troth.protocol.requests import PromiseGetRequest
 from troth.sdk import Context, Troth
 from troth.sdk.clock import WallClock
@@ -61,12 +62,6 @@ async def fake_server(answer: Answer, port: int = 0) -> tuple[asyncio.Server, st
     server = await asyncio.start_server(serve, "127.0.0.1", port, reuse_address=True)
     port = server.sockets[0].getsockname()[1]
     return server, f"http://127.0.0.1:{port}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def envelope(kind: str, cid: str, status: int, data: object) -> bytes:
@@ -210,14 +205,14 @@ async def wait_until(condition: Callable[[], bool], seconds: float = 20) -> None
 
 
 async def test_a_server_killed_and_restarted_mid_run_fails_no_caller_and_repeats_no_step(
-    start_server: Callable[..., object], tmp_path: Path
+    start_server: Callable[..., TrothServer], tmp_path: Path
 ):
     server = start_server()
     ledger = tmp_path / "ledger"
     group = f"g{uuid.uuid4().hex[:8]}"
-    app = Troth(url=server.url, group=group)  # type: ignore[attr-defined]
+    app = Troth(url=server.url, group=group)
     app.register(pipeline)
-    caller = Troth(url=server.url, group=f"{group}-callers")  # type: ignore[attr-defined]
+    caller = Troth(url=server.url, group=f"{group}-callers")
     names = [f"run{i}" for i in range(6)]
     steps = 8
     async with app:
@@ -228,11 +223,10 @@ async def test_a_server_killed_and_restarted_mid_run_fails_no_caller_and_repeats
         await wait_until(lambda: {line.split(".")[0] for line in lines()} == set(names))
         # A second process's callers, polling (not started: no message stream).
         results += [asyncio.ensure_future(caller.get(n).result()) for n in names]
-        server.process.kill()  # type: ignore[attr-defined]
-        server.process.wait()  # type: ignore[attr-defined]
+        server.kill()
         killed_at = len(lines())
         await asyncio.sleep(3)
-        await asyncio.to_thread(start_server, port=server.port)  # type: ignore[attr-defined]
+        await asyncio.to_thread(server.start)  # the same port and database
         outcomes = await asyncio.wait_for(
             asyncio.gather(*results, return_exceptions=True), timeout=60
         )

@@ -11,8 +11,6 @@ import pytest
 
 from troth.sdk import Context, Troth, UnstorableValueError
 
-from .conftest import Server
-
 pytestmark = pytest.mark.anyio
 
 CALLS: Counter[str] = Counter()
@@ -122,25 +120,22 @@ async def test_arguments_over_the_limit_fail_at_the_call(make_app, uid):
     assert (await run(app, f"{uid}-args", caller)).startswith("refused: a value of type dict")
 
 
-async def test_a_server_with_a_lower_limit_rejects_the_step_once(tmp_path, uid):
+async def test_a_server_with_a_lower_limit_rejects_the_step_once(start_server, uid):
     """The SDK's limit above the server's: the server's 413 rejects the step, once."""
-    server = Server(tmp_path, "--max-body-bytes", "200000")
-    try:
-        app = Troth(url=server.url, group=f"g{uuid.uuid4().hex[:6]}")
+    server = start_server("--max-body-bytes", "200000")
+    app = Troth(url=server.url, group=f"g{uuid.uuid4().hex[:6]}")
 
-        @app.register
-        async def flow(ctx: Context) -> str:
-            try:
-                await ctx.run(big_report, 300_000)
-            except UnstorableValueError as e:
-                return str(e)
-            return "stored"
+    @app.register
+    async def flow(ctx: Context) -> str:
+        try:
+            await ctx.run(big_report, 300_000)
+        except UnstorableValueError as e:
+            return str(e)
+        return "stored"
 
-        message = await run(app, f"{uid}-413", flow)
-        assert "413" in message and "too large" in message
-        assert CALLS["big_report"] == 1
-    finally:
-        server.close()
+    message = await run(app, f"{uid}-413", flow)
+    assert "413" in message and "too large" in message
+    assert CALLS["big_report"] == 1
 
 
 async def test_an_error_over_a_tiny_limit_is_still_recorded_in_short(make_app, uid):

@@ -1,33 +1,16 @@
-"""Fixtures: servers started per test (and killed after it), SSE clients, a push target."""
+"""Fixtures: a server started per test (and killed after it), SSE clients to it.
+
+``start_server`` and ``push_target`` come from ``tests.support.fixtures``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
-from ._harness import PushTarget, SseClient, TrothServer
-
-
-@pytest.fixture
-def start_server(tmp_path: Path) -> Iterator[Callable[..., TrothServer]]:
-    servers: list[TrothServer] = []
-
-    def start(*flags: str, debug: bool = True, env: dict[str, str] | None = None) -> TrothServer:
-        n = len(servers)
-        server = TrothServer(
-            tmp_path / f"t{n}.db",
-            tmp_path / f"server{n}.log",
-            (*flags, "--debug") if debug else flags,
-            env or {},
-        )
-        servers.append(server)
-        return server.start()
-
-    yield start
-    for server in servers:
-        server.close()
+from tests.support.servers import TrothServer
+from tests.support.sse import SseClient
 
 
 @pytest.fixture
@@ -47,10 +30,3 @@ def sse(server: TrothServer) -> Iterator[Callable[..., SseClient]]:
     yield connect
     for client in clients:
         client.close()
-
-
-@pytest.fixture
-def push_target() -> Iterator[PushTarget]:
-    target = PushTarget()
-    yield target
-    target.close()

@@ -33,10 +33,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from tests.support.postgres import cluster_url, fresh_database
+from tests.support.ports import free_port
+from tests.support.servers import BACKENDS, FAR, VERSION, TrothServer, serve
+from tests.support.waiting import eventually
 from troth.cli import _parser, config_from
-
-from ._harness import FAR, VERSION, TrothServer, eventually, free_port
 
 ISS, AUD = "https://issuer.test", "troth-tests"
 STATIC = "static-" + "s3cret" * 6
@@ -136,24 +136,16 @@ class Client:
             return response.status_code, body
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.pg)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def secured(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, keys: Keys
 ) -> Iterator[TrothServer]:
-    folder = tmp_path_factory.mktemp("auth")
     flags = (
-        "--debug",
         *("--auth-publickey", keys.paths["rsa"]),
         *("--auth-iss", ISS, "--auth-aud", AUD),
     )
-    with contextlib.ExitStack() as stack:
-        if request.param == "postgres":
-            db: Any = stack.enter_context(fresh_database(cluster_url(), "troth_auth"))
-        else:
-            db = folder / "t.db"
-        server = TrothServer(db, folder / "server.log", flags, {"TROTH_AUTH_TOKEN": STATIC})
-        server.start()
-        stack.callback(server.close)
+    folder = tmp_path_factory.mktemp("auth")
+    with serve(request.param, folder, *flags, env={"TROTH_AUTH_TOKEN": STATIC}) as server:
         yield server
 
 

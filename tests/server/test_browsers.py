@@ -17,8 +17,7 @@ import httpx
 import psycopg
 import pytest
 
-from ._backends import BACKENDS, serve
-from ._harness import TrothServer
+from tests.support.servers import BACKENDS, TrothServer, serve
 
 EVIL = "http://evil.example"
 APP = "https://app.example"

@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from tests.support.postgres import cluster_url, fresh_database
-
-from ._harness import TrothServer, eventually, now_ms
+from tests.support.servers import BACKENDS, TrothServer, now_ms
+from tests.support.waiting import eventually
 
 MISSED = 10_000_000  # occurrences the catch-up owes: one a second for ~116 days
 SHUTDOWN_TIMEOUT = 3000  # ms
@@ -37,7 +37,7 @@ EVERY_SECOND = {
 }
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.pg)])
+@pytest.fixture(params=BACKENDS)
 def db_flags(request: pytest.FixtureRequest) -> Iterator[tuple[str, ...]]:
     if request.param == "sqlite":
         yield ()

@@ -14,10 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.ports import free_port
+from tests.support.servers import TrothServer
+from tests.support.sse import SseClient
 from troth.cli import _parser, config_from
 from troth.server.config import ServerConfig
-
-from ._harness import SseClient, TrothServer, free_port
 
 
 def config(argv: list[str], env: dict[str, str] | None = None) -> ServerConfig:

@@ -5,23 +5,20 @@ the server stays bounded and other clients are still served."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import resource
 import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.postgres import cluster_url, fresh_database
-
-from ._backends import BACKENDS, serve
-from ._harness import FAR, VERSION, SseClient, TrothServer, eventually
-from .test_delivery_load import rss_mb
+from tests.support.processes import rss_mb
+from tests.support.servers import BACKENDS, FAR, VERSION, TrothServer, serve
+from tests.support.sse import SseClient
+from tests.support.waiting import eventually
 
 HALF_SENT = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"  # no blank line
 
@@ -83,14 +80,11 @@ def connect(server: TrothServer, opened: list[socket.socket], rcvbuf: int = 0) -
 def test_slowloris_at_a_low_fd_limit_does_not_lock_out_new_clients(
     tmp_path: Path, sockets: list[socket.socket], backend: str
 ) -> None:
-    with contextlib.ExitStack() as stack:
-        db: Any = tmp_path / "t.db"
-        if backend == "postgres":
-            db = stack.enter_context(fresh_database(cluster_url(), "troth_slowloris"))
-        server = TrothServer(db, tmp_path / "server.log", ("--request-read-timeout", "2000"), {})
-        server.preexec_fn = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-        stack.callback(server.close)
-        server.start()
+    def limit_fds() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    flags = ("--request-read-timeout", "2000")
+    with serve(backend, tmp_path, *flags, debug=False, preexec_fn=limit_fds) as server:
         # More half-sent requests than the server has file descriptors.
         for _ in range(400):
             connect(server, sockets).sendall(HALF_SENT)

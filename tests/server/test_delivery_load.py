@@ -21,7 +21,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ._harness import FAR, SseClient, TrothServer, eventually, free_port
+from tests.support.ports import free_port
+from tests.support.processes import rss_mb
+from tests.support.servers import FAR, TrothServer
+from tests.support.sse import SseClient
+from tests.support.waiting import eventually
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -58,13 +62,6 @@ asyncio.run(main())
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
 
 
 def live_tasks(server: TrothServer) -> int | None:

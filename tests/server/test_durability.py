@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 
-from ._harness import FAR, SseClient, TrothServer, eventually, now_ms
+from tests.support.servers import FAR, TrothServer, now_ms
+from tests.support.sse import SseClient
+from tests.support.waiting import eventually
 
 
 def test_acknowledged_writes_survive_kill_9(server: TrothServer) -> None:

@@ -17,13 +17,12 @@ import httpx
 import pytest
 import uvicorn
 
+from tests.support.ports import free_port
 from troth.protocol.envelope import Request
 from troth.protocol.responses import Reply
 from troth.server import App, ServerConfig
 from troth.storage.service import Retriable
 from troth.storage.sqlite import SqliteService
-
-from ._harness import free_port
 
 
 class FailingService(SqliteService):

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import rss_mb
+from tests.support.servers import BACKENDS, FAR, TrothServer, serve
 from troth.protocol.limits import (
     MAX_ADDRESS_BYTES,
     MAX_FILTERS,
@@ -24,9 +26,6 @@ from troth.protocol.limits import (
     MAX_TAG_BYTES,
     MAX_TAGS,
 )
-
-from ._backends import BACKENDS, rss_mb, serve
-from ._harness import FAR, TrothServer
 
 TARGET = "poll://any@workers"
 CONTROL = "must not contain null bytes or other control characters (U+0000-U+001F, U+007F)"
@@ -118,12 +117,12 @@ def test_a_search_with_thousands_of_tag_filters_is_refused_and_memory_stays_boun
     server: TrothServer, kind: str, filters: int
 ) -> None:
     server.create_promise("p", tags={"k0": "v"})
-    before = rss_mb(server)
+    before = rss_mb(server.process.pid)
     tags = {f"k{i}": "v" for i in range(filters)}
     message = f"tags has {filters} entries: the limit is {MAX_FILTERS}"
     for _ in range(3):  # the three requests, each of which kept its gigabytes
         assert server.call(kind, {"tags": tags}) == (400, message)
-    after = rss_mb(server)
+    after = rss_mb(server.process.pid)
     assert after - before < RSS_GROWTH_MB, (before, after)
     # The most filters allowed are served.
     allowed = {f"k{i}": "v" for i in range(MAX_FILTERS)}
@@ -247,12 +246,12 @@ def test_a_search_over_megabyte_values_is_bounded_and_its_cursor_continues(
         assert response.status_code == 200
         return len(response.content), response.json()["data"]
 
-    before = rss_mb(server)
+    before = rss_mb(server.process.pid)
     with ThreadPoolExecutor(4) as pool:  # four at once took 1.36 GB
         sizes = [size for size, _ in pool.map(page, [None] * 4)]
     # One megabyte record is a page of its own: two would pass the page's byte bound.
     assert max(sizes) < MAX_PAGE_BYTES + 4096, sizes
-    assert rss_mb(server) - before < RSS_GROWTH_MB
+    assert rss_mb(server.process.pid) - before < RSS_GROWTH_MB
 
     seen: list[str] = []
     cursor = None

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.ports import free_port
+from tests.support.servers import TrothServer
 from troth import ServerError, Troth
-
-from ._harness import TrothServer, free_port
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ._harness import TrothServer
+from tests.support.servers import TrothServer
 
 pytestmark = [pytest.mark.pg, pytest.mark.slow]
 

@@ -8,7 +8,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-from ._harness import SseClient, TrothServer, eventually
+from tests.support.servers import TrothServer
+from tests.support.sse import SseClient
+from tests.support.waiting import eventually
 
 FRAME = re.compile(rb"data: [^\n]+\n\n")
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ._backends import BACKENDS, serve
-from ._harness import SseClient, TrothServer
+from tests.support.servers import BACKENDS, TrothServer, serve
+from tests.support.sse import SseClient
+
 from .test_auth import AUD, ISS, Keys, keys, token  # noqa: F401 (keys is a fixture)
 
 TARGET = {"resonate:target": "poll://any@payments/w1"}

@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ._harness import PushTarget, TrothServer, eventually
+from tests.support.push import PushTarget
+from tests.support.servers import TrothServer
+from tests.support.waiting import eventually
 
 
 def test_an_execute_is_posted_to_its_target_and_acked_on_2xx(

@@ -5,7 +5,6 @@ receiver gets nothing; a target the allow-list names still receives."""
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import threading
 import time
@@ -15,26 +14,20 @@ from typing import Any
 
 import pytest
 
-from tests.support.postgres import cluster_url, fresh_database
-
-from ._harness import FAR, PushTarget, TrothServer, eventually
+from tests.support.push import PushTarget
+from tests.support.servers import BACKENDS, FAR, TrothServer, serve
+from tests.support.waiting import eventually
 
 TARGET = "resonate:target"
 
 
-@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.pg)])
+@pytest.fixture(scope="module", params=BACKENDS)
 def strict_server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[TrothServer]:
     """A server with the default allow-list (only public addresses), on each backend."""
     folder = tmp_path_factory.mktemp("push-allow")
-    with contextlib.ExitStack() as stack:
-        db: Any = folder / "t.db"
-        if request.param == "postgres":
-            db = stack.enter_context(fresh_database(cluster_url(), "troth_push_allow"))
-        server = TrothServer(db, folder / "server.log", ("--debug", "--push-allow", "public"), {})
-        server.start()
-        stack.callback(server.close)
+    with serve(request.param, folder, "--push-allow", "public") as server:
         yield server
 
 

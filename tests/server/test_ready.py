@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ._harness import TrothServer
+from tests.support.servers import TrothServer
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from ._harness import TrothServer
+from tests.support.servers import TrothServer
 
 GONE = {"error": "This endpoint is no longer supported. Please update to the latest SDK."}
 

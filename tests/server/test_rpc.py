@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 
-from ._harness import FAR, TrothServer
+from tests.support.servers import FAR, TrothServer
 
 JSON = {"content-type": "application/json"}
 EMPTY_SNAP = {

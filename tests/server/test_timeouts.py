@@ -5,7 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ._harness import SseClient, TrothServer, eventually, now_ms
+from tests.support.servers import TrothServer, now_ms
+from tests.support.sse import SseClient
+from tests.support.waiting import eventually
 
 
 def stored_state(server: TrothServer, id: str) -> str:

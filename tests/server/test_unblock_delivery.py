@@ -16,7 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from ._harness import SseClient, TrothServer, eventually
+from tests.support.servers import TrothServer
+from tests.support.sse import SseClient
+from tests.support.waiting import eventually
 
 ADDRESS = "poll://uni@g/w1"
 

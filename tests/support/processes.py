@@ -1,8 +1,10 @@
-"""Worker processes for the SDK tests: a module written into a temporary folder, run as
-``troth worker`` (or as a script), against a server URL or an embedded database file."""
+"""Worker processes for the tests: a module written into a temporary folder, run as
+``troth worker`` (or as a script), against a server URL or an embedded database file; the
+environment a child process starts in; what a process costs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -53,17 +55,39 @@ def wait_for(path: Path, line: str, count: int = 1, timeout: float = 30) -> None
         time.sleep(0.02)
 
 
-def start(directory: Path, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
-    """``python *args`` in ``directory`` with ``env`` added."""
-    return subprocess.Popen(
-        [sys.executable, *args],
-        cwd=directory,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a new user's shell: no TROTH_* setting left over from the tests."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TROTH_")}
+    return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 
-def worker(directory: Path, env: dict[str, str], module: str) -> subprocess.Popen[bytes]:
-    code = f"import sys; from troth.sdk import worker_main; sys.exit(worker_main({module!r}))"
-    return start(directory, env, "-c", code)
+def rss_mb(pid: int) -> float:
+    """Process ``pid``'s resident set (``VmRSS``), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
+def start(
+    directory: Path, env: dict[str, str], *args: str, log: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """``python *args`` in ``directory`` with ``env`` added; its output is piped, or
+    appended to ``log`` (for a long-running process nobody reads while it runs)."""
+    with contextlib.ExitStack() as stack:
+        output = stack.enter_context(open(log, "ab")) if log else subprocess.PIPE
+        return subprocess.Popen(
+            [sys.executable, *args],
+            cwd=directory,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def worker(
+    directory: Path, env: dict[str, str], module: str, log: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """``troth worker module`` for the app ``module`` (``name`` or ``name:attribute``) in
+    ``directory``."""
+    return start(directory, env, "-m", "troth", "worker", module, log=log)
