@@ -28,7 +28,7 @@ from troth.engine.store import TimeoutKind
 from troth.oracle import Oracle
 from troth.oracle import timeouts as oracle_timeouts
 from troth.oracle.machine import HANDLERS as ORACLE_HANDLERS
-from troth.protocol.kinds import KINDS
+from troth.protocol.kinds import Kind
 
 SOURCE = Path(troth.__file__).parent
 
@@ -38,8 +38,8 @@ def names(kinds: Any) -> set[str]:
     return {getattr(kind, "value", kind) for kind in kinds}
 
 
-DEBUG = {kind for kind in names(KINDS) if kind.startswith("debug.")}
-MACHINE = names(KINDS) - DEBUG  # what the Lean machine and its extensions answer
+DEBUG = {kind for kind in names(Kind) if kind.startswith("debug.")}
+MACHINE = names(Kind) - DEBUG  # what the Lean machine and its extensions answer
 
 
 # -- kinds ----------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from tests.protocol._wire import DELETE, HEAD, VALID, mutate
 from tests.protocol.test_fuzz import json_values, keys, mutated
-from troth.protocol import KINDS
+from troth.protocol import Kind
 
 from ._client import MAX_BODY_BYTES, HttpMachine
 
@@ -81,7 +81,7 @@ def paths(value: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | in
 @st.composite
 def nasty_fields(draw: st.DrawFn) -> bytes:
     """A valid request of any kind with one or two sensitive fields made nasty or removed."""
-    kind = draw(st.sampled_from(sorted(KINDS)))
+    kind = draw(st.sampled_from(sorted(Kind)))
     data = VALID[kind]
     for _ in range(draw(st.integers(1, 2))):
         targets = paths(data)
@@ -105,7 +105,7 @@ def mutated_requests(draw: st.DrawFn) -> bytes:
 @st.composite
 def broken_heads(draw: st.DrawFn) -> bytes:
     """A valid body under a head (or kind) that is wrong."""
-    kind = draw(st.sampled_from(sorted(KINDS)))
+    kind = draw(st.sampled_from(sorted(Kind)))
     head: Any = dict(HEAD)
     field = draw(st.sampled_from(["corrId", "version", "resonate:debug_time", "auth"]))
     value = draw(st.sampled_from([*NASTY, DELETE]) | json_values)
@@ -265,7 +265,7 @@ def test_every_kind_has_a_valid_request_the_seeded_state_accepts(machine: HttpMa
     (task.continue); their mutations reach the conflict branches instead.
     """
     statuses = {}
-    for kind in sorted(KINDS):
+    for kind in sorted(Kind):
         seed(machine)
         statuses[kind] = machine.apply(envelope(kind, VALID[kind]))["head"]["status"]
     refused = {k: s for k, s in statuses.items() if s not in (200, 300)}

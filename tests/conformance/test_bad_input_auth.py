@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from tests.protocol._wire import HEAD, VALID
 from tests.protocol.test_fuzz import json_values, mutated
 from tests.support.servers import BACKENDS, TrothServer, serve
-from troth.protocol import KINDS
+from troth.protocol import Kind
 
 from ._client import MAX_BODY_BYTES, RETRY_TIMEOUT, HttpMachine
 from .test_bad_input import (
@@ -142,7 +142,7 @@ tokens = (
 @given(
     token=tokens,
     where=st.sampled_from(["head", "header"]),
-    kind=st.sampled_from(sorted(KINDS)),
+    kind=st.sampled_from(sorted(Kind)),
 )
 def test_tokens_of_every_shape_are_never_a_5xx_and_a_refusal_writes_nothing(
     machine: HttpMachine, token: str, where: str, kind: str

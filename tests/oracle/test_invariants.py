@@ -21,8 +21,9 @@ from troth.oracle.invariants import (
     check_state,
     check_step,
 )
+from troth.protocol.messages import execute_message
 from troth.protocol.records import TARGET, TIMER, Value
-from troth.protocol.responses import OutboxEntry, Snapshot, execute_message
+from troth.protocol.responses import OutboxEntry, Snapshot
 
 NOW = 1000
 R = 5000  # retryTimeout

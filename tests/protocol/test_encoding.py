@@ -16,8 +16,8 @@ import msgspec
 import pytest
 
 from troth.protocol import (
-    KINDS,
     VERSION,
+    Kind,
     PromiseRecord,
     PromiseState,
     Reply,
@@ -30,6 +30,7 @@ from troth.protocol import (
     encode_response,
     to_builtins,
 )
+from troth.protocol.messages import execute_message, unblock_message
 from troth.protocol.responses import (
     EMPTY,
     CallbackEntry,
@@ -47,9 +48,7 @@ from troth.protocol.responses import (
     TaskSearchResponse,
     TaskSuspendedResponse,
     TaskTimeoutEntry,
-    execute_message,
     make_snapshot,
-    unblock_message,
 )
 
 from ._wire import CORR, VALID, body
@@ -331,7 +330,7 @@ def test_a_bodiless_error_gets_its_kinds_message(kind: str, status: int, message
     assert data_of(kind, Reply(status)) == message
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", sorted(Kind))
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 422, 500])
 def test_every_error_status_of_every_kind_has_a_string_data(kind: str, status: int) -> None:
     data = data_of(kind, Reply(status))

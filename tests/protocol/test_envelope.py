@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from troth.protocol import (
-    KINDS,
     VERSION,
     BadRequest,
+    Kind,
     PromiseState,
     SettleState,
     TaskState,
@@ -67,7 +67,7 @@ ALL_KINDS = {
 
 
 def test_the_kinds_are_exactly_the_26_of_the_protocol() -> None:
-    assert set(KINDS) == ALL_KINDS
+    assert set(Kind) == ALL_KINDS
     assert set(VALID) == ALL_KINDS
 
 
@@ -80,7 +80,7 @@ def test_the_valid_data_of_every_kind_decodes(kind: str) -> None:
         None,
         None,
     )
-    assert isinstance(request.data, KINDS[kind].data)
+    assert isinstance(request.data, Kind(kind).data)
 
 
 # -- the envelope (and decoding order, steps 1-4 and 8) ---------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from troth.protocol import KINDS, BadRequest, Request, decode_request, encode_request
+from troth.protocol import BadRequest, Kind, Request, decode_request, encode_request
 
 from ._wire import DELETE, HEAD, VALID, mutate
 
@@ -66,8 +66,8 @@ def check(raw: bytes) -> Request | None:
         return None
     event("decoded")
     assert isinstance(request, Request)
-    assert request.kind in KINDS
-    assert isinstance(request.data, KINDS[request.kind].data)
+    assert isinstance(request.kind, Kind)
+    assert isinstance(request.data, request.kind.data)
     again = decode_request(
         encode_request(
             request.kind, request.data, request.corr_id, request.auth, request.debug_time
@@ -101,7 +101,7 @@ def test_arbitrary_json_decodes_or_is_refused(value: Any) -> None:
 
 @FUZZ
 @given(
-    kind=st.sampled_from(sorted(KINDS)) | st.text(max_size=10),
+    kind=st.sampled_from(sorted(Kind)) | st.text(max_size=10),
     head=st.fixed_dictionaries({}, optional={k: json_values for k in HEAD})
     | st.just(HEAD)
     | json_values,
@@ -114,7 +114,7 @@ def test_envelopes_with_arbitrary_parts_decode_or_are_refused(
 
 
 @FUZZ
-@given(kind=st.sampled_from(sorted(KINDS)), data=objects)
+@given(kind=st.sampled_from(sorted(Kind)), data=objects)
 def test_every_kind_with_arbitrary_data_decodes_or_is_refused(kind: str, data: Any) -> None:
     check(dumps({"kind": kind, "head": HEAD, "data": data}))
 
@@ -137,7 +137,7 @@ def paths(value: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | in
 @st.composite
 def mutated(draw: st.DrawFn) -> tuple[str, Any]:
     """A valid request of some kind with one part replaced, removed or added."""
-    kind = draw(st.sampled_from(sorted(KINDS)))
+    kind = draw(st.sampled_from(sorted(Kind)))
     data = VALID[kind]
     for _ in range(draw(st.integers(1, 3))):
         targets = paths(data)

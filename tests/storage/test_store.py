@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from troth.engine import Task, TaskTimeoutKind
+from troth.protocol.messages import execute_message, unblock_message
 from troth.protocol.records import PromiseRecord, PromiseState, TaskState, Value
-from troth.protocol.responses import execute_message, unblock_message
 from troth.storage.sqlite import SqliteStore, connect, migrate
 
 

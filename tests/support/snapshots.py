@@ -13,19 +13,17 @@ from typing import Any
 
 import msgspec
 
+from troth.protocol.messages import Message, execute_message, unblock_message
 from troth.protocol.records import TARGET, PromiseRecord, Schedule, TaskRecord, Value, is_timer
 from troth.protocol.responses import (
     CallbackEntry,
     ListenerEntry,
-    Message,
     OutboxEntry,
     PromiseTimeoutEntry,
     ScheduleTimeoutEntry,
     Snapshot,
     TaskTimeoutEntry,
-    execute_message,
     make_snapshot,
-    unblock_message,
 )
 
 ADDRESS = "poll://any@g"
@@ -34,13 +32,6 @@ RETRY_TIMEOUT = 5000
 
 
 # -- decoding ---------------------------------------------------------------------------------
-
-
-def _message(raw: dict[str, Any]) -> Message:
-    if raw["kind"] == "execute":
-        task = raw["data"]["task"]
-        return execute_message(task["id"], task["version"], raw["head"].get("serverUrl"))
-    return unblock_message(msgspec.convert(raw["data"]["promise"], PromiseRecord))
 
 
 def from_wire(data: dict[str, Any]) -> Snapshot:
@@ -56,7 +47,10 @@ def from_wire(data: dict[str, Any]) -> Snapshot:
         listeners=rows("listeners", ListenerEntry),
         tasks=rows("tasks", TaskRecord),
         task_timeouts=rows("taskTimeouts", TaskTimeoutEntry),
-        messages=[OutboxEntry(m["address"], _message(m["message"])) for m in data["messages"]],
+        messages=[
+            OutboxEntry(m["address"], msgspec.convert(m["message"], Message))
+            for m in data["messages"]
+        ],
         schedules=rows("schedules", Schedule),
         schedule_timeouts=rows("scheduleTimeouts", ScheduleTimeoutEntry),
     )

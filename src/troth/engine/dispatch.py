@@ -8,43 +8,44 @@ from typing import Any
 from troth.engine import promises, schedules, search, tasks
 from troth.engine.store import Store
 from troth.protocol.envelope import Request
+from troth.protocol.kinds import Kind
 from troth.protocol.responses import Reply
 
 Handler = Callable[[Store, Any, int], Reply]
 
-HANDLERS: dict[str, Handler] = {
-    "promise.get": promises.promise_get,
-    "promise.create": promises.promise_create,
-    "promise.settle": promises.promise_settle,
-    "promise.register_callback": promises.promise_register_callback,
-    "promise.register_listener": promises.promise_register_listener,
-    "promise.search": search.promise_search,
-    "task.get": tasks.task_get,
-    "task.create": tasks.task_create,
-    "task.acquire": tasks.task_acquire,
-    "task.fence": tasks.task_fence,
-    "task.heartbeat": tasks.task_heartbeat,
-    "task.suspend": tasks.task_suspend,
-    "task.fulfill": tasks.task_fulfill,
-    "task.release": tasks.task_release,
-    "task.halt": tasks.task_halt,
-    "task.continue": tasks.task_continue,
-    "task.search": search.task_search,
-    "schedule.get": schedules.schedule_get,
-    "schedule.create": schedules.schedule_create,
-    "schedule.delete": schedules.schedule_delete,
-    "schedule.search": search.schedule_search,
+HANDLERS: dict[Kind, Handler] = {
+    Kind.PROMISE_GET: promises.promise_get,
+    Kind.PROMISE_CREATE: promises.promise_create,
+    Kind.PROMISE_SETTLE: promises.promise_settle,
+    Kind.PROMISE_REGISTER_CALLBACK: promises.promise_register_callback,
+    Kind.PROMISE_REGISTER_LISTENER: promises.promise_register_listener,
+    Kind.PROMISE_SEARCH: search.promise_search,
+    Kind.TASK_GET: tasks.task_get,
+    Kind.TASK_CREATE: tasks.task_create,
+    Kind.TASK_ACQUIRE: tasks.task_acquire,
+    Kind.TASK_FENCE: tasks.task_fence,
+    Kind.TASK_HEARTBEAT: tasks.task_heartbeat,
+    Kind.TASK_SUSPEND: tasks.task_suspend,
+    Kind.TASK_FULFILL: tasks.task_fulfill,
+    Kind.TASK_RELEASE: tasks.task_release,
+    Kind.TASK_HALT: tasks.task_halt,
+    Kind.TASK_CONTINUE: tasks.task_continue,
+    Kind.TASK_SEARCH: search.task_search,
+    Kind.SCHEDULE_GET: schedules.schedule_get,
+    Kind.SCHEDULE_CREATE: schedules.schedule_create,
+    Kind.SCHEDULE_DELETE: schedules.schedule_delete,
+    Kind.SCHEDULE_SEARCH: search.schedule_search,
 }
 
 # Kinds that never write: a backend may answer them outside the write path.
-READ_ONLY: frozenset[str] = frozenset(
+READ_ONLY: frozenset[Kind] = frozenset(
     {
-        "promise.get",
-        "promise.search",
-        "task.get",
-        "task.search",
-        "schedule.get",
-        "schedule.search",
+        Kind.PROMISE_GET,
+        Kind.PROMISE_SEARCH,
+        Kind.TASK_GET,
+        Kind.TASK_SEARCH,
+        Kind.SCHEDULE_GET,
+        Kind.SCHEDULE_SEARCH,
     }
 )
 

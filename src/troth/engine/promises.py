@@ -7,6 +7,7 @@ from __future__ import annotations
 from troth.engine.projection import is_live, project
 from troth.engine.settlement import settle
 from troth.engine.store import Store, Task, TaskTimeoutKind
+from troth.protocol.messages import execute_message
 from troth.protocol.records import (
     DELAY,
     EMPTY_VALUE,
@@ -24,7 +25,7 @@ from troth.protocol.requests import (
     PromiseRegisterListenerRequest,
     PromiseSettleRequest,
 )
-from troth.protocol.responses import PromiseResponse, Reply, execute_message
+from troth.protocol.responses import PromiseResponse, Reply
 
 
 def _answer(promise: PromiseRecord) -> Reply:

@@ -14,8 +14,8 @@ import dataclasses
 from msgspec.structs import replace
 
 from troth.engine.store import Store, TaskTimeoutKind
+from troth.protocol.messages import execute_message, unblock_message
 from troth.protocol.records import TARGET, PromiseRecord, PromiseState, TaskState, Value
-from troth.protocol.responses import execute_message, unblock_message
 
 
 def settle(

@@ -21,8 +21,8 @@ import enum
 from collections.abc import Generator
 from typing import NamedTuple, Protocol
 
+from troth.protocol.messages import ExecuteData, Message
 from troth.protocol.records import PromiseRecord, PromiseState, Schedule, TaskRecord, TaskState
-from troth.protocol.responses import ExecuteData, Message
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -11,6 +11,8 @@ from troth.engine.projection import is_live
 from troth.engine.promises import new_promise, promise_create, promise_settle
 from troth.engine.settlement import settle
 from troth.engine.store import Store, Task, TaskTimeoutKind
+from troth.protocol.kinds import Kind
+from troth.protocol.messages import execute_message
 from troth.protocol.records import TARGET, PromiseRecord, PromiseState, TaskState
 from troth.protocol.requests import (
     PromiseCreateRequest,
@@ -33,7 +35,6 @@ from troth.protocol.responses import (
     TaskFenceResult,
     TaskGetResponse,
     TaskSuspendedResponse,
-    execute_message,
 )
 
 
@@ -141,9 +142,9 @@ def task_fence(store: Store, req: TaskFenceRequest, now: int) -> Reply:
     _, promise = held
     data = req.action.data
     if isinstance(data, PromiseCreateRequest):
-        kind, inner = "promise.create", promise_create(store, data, now)
+        kind, inner = Kind.PROMISE_CREATE, promise_create(store, data, now)
     else:
-        kind, inner = "promise.settle", promise_settle(store, data, now)
+        kind, inner = Kind.PROMISE_SETTLE, promise_settle(store, data, now)
     # Computed after the inner operation, so it may include the promise just settled.
     return Reply(200, TaskFenceResult(kind, inner, preload(store, promise)))
 

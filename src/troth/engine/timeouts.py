@@ -30,9 +30,9 @@ from troth.engine.promises import promise_create
 from troth.engine.settlement import settle
 from troth.engine.store import Store, TaskTimeoutKind, Timeout, TimeoutKind
 from troth.protocol.cron import expand, next_cron
+from troth.protocol.messages import execute_message
 from troth.protocol.records import TARGET, PromiseState, Schedule, TaskState
 from troth.protocol.requests import PromiseCreateRequest
-from troth.protocol.responses import execute_message
 
 # Occurrences one schedule firing creates at most: a few milliseconds of work.
 CATCH_UP_CHUNK = 32

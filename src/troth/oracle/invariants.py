@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from troth.protocol import addresses
+from troth.protocol.messages import ExecuteData, UnblockData
 from troth.protocol.records import (
     TARGET,
     PromiseRecord,
@@ -81,7 +82,7 @@ from troth.protocol.records import (
     Value,
     timed_out_state,
 )
-from troth.protocol.responses import ExecuteData, OutboxEntry, Snapshot, UnblockData
+from troth.protocol.responses import OutboxEntry, Snapshot
 
 RETRY = 0  # taskTimeouts type of a pending task's retry (HEAD's retryAt)
 LEASE = 1  # taskTimeouts type of an acquired task's lease (HEAD's expiresAt)

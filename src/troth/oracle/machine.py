@@ -25,41 +25,42 @@ from troth.protocol import (
     response_envelope,
     to_builtins,
 )
+from troth.protocol.kinds import Kind
 from troth.protocol.requests import DebugTickRequest
 from troth.protocol.responses import EMPTY, OutboxEntry, Reply
 
 Handler = Callable[[ServerState, Any, int], Reply]
 
-HANDLERS: dict[str, Handler] = {
-    "promise.get": promises.promise_get,
-    "promise.create": promises.promise_create,
-    "promise.settle": promises.promise_settle,
-    "promise.register_callback": promises.promise_register_callback,
-    "promise.register_listener": promises.promise_register_listener,
-    "promise.search": extensions.promise_search,
-    "task.get": tasks.task_get,
-    "task.create": tasks.task_create,
-    "task.acquire": tasks.task_acquire,
-    "task.fence": tasks.task_fence,
-    "task.heartbeat": tasks.task_heartbeat,
-    "task.suspend": tasks.task_suspend,
-    "task.fulfill": tasks.task_fulfill,
-    "task.release": tasks.task_release,
-    "task.halt": tasks.task_halt,
-    "task.continue": tasks.task_continue,
-    "task.search": extensions.task_search,
-    "schedule.get": schedules.schedule_get,
-    "schedule.create": schedules.schedule_create,
-    "schedule.delete": schedules.schedule_delete,
-    "schedule.search": extensions.schedule_search,
+HANDLERS: dict[Kind, Handler] = {
+    Kind.PROMISE_GET: promises.promise_get,
+    Kind.PROMISE_CREATE: promises.promise_create,
+    Kind.PROMISE_SETTLE: promises.promise_settle,
+    Kind.PROMISE_REGISTER_CALLBACK: promises.promise_register_callback,
+    Kind.PROMISE_REGISTER_LISTENER: promises.promise_register_listener,
+    Kind.PROMISE_SEARCH: extensions.promise_search,
+    Kind.TASK_GET: tasks.task_get,
+    Kind.TASK_CREATE: tasks.task_create,
+    Kind.TASK_ACQUIRE: tasks.task_acquire,
+    Kind.TASK_FENCE: tasks.task_fence,
+    Kind.TASK_HEARTBEAT: tasks.task_heartbeat,
+    Kind.TASK_SUSPEND: tasks.task_suspend,
+    Kind.TASK_FULFILL: tasks.task_fulfill,
+    Kind.TASK_RELEASE: tasks.task_release,
+    Kind.TASK_HALT: tasks.task_halt,
+    Kind.TASK_CONTINUE: tasks.task_continue,
+    Kind.TASK_SEARCH: extensions.task_search,
+    Kind.SCHEDULE_GET: schedules.schedule_get,
+    Kind.SCHEDULE_CREATE: schedules.schedule_create,
+    Kind.SCHEDULE_DELETE: schedules.schedule_delete,
+    Kind.SCHEDULE_SEARCH: extensions.schedule_search,
 }
 
 # The kinds whose reply carries a preload, and the task it is computed for.
-PRELOAD_TASK: dict[str, Callable[[Any], str]] = {
-    "task.create": lambda data: data.action.data.id,
-    "task.acquire": lambda data: data.id,
-    "task.fence": lambda data: data.id,
-    "task.suspend": lambda data: data.id,
+PRELOAD_TASK: dict[Kind, Callable[[Any], str]] = {
+    Kind.TASK_CREATE: lambda data: data.action.data.id,
+    Kind.TASK_ACQUIRE: lambda data: data.id,
+    Kind.TASK_FENCE: lambda data: data.id,
+    Kind.TASK_SUSPEND: lambda data: data.id,
 }
 
 TICK_TIME_MISMATCH = "resonate:debug_time must equal data.time"
@@ -88,14 +89,14 @@ class Oracle:
         if request.debug_time is not None:
             self.now = request.debug_time
         match kind:
-            case "debug.start" | "debug.stop":
+            case Kind.DEBUG_START | Kind.DEBUG_STOP:
                 return Reply(200, EMPTY)
-            case "debug.reset":
+            case Kind.DEBUG_RESET:
                 self.state = ServerState(config=self.state.config)
                 return Reply(200, EMPTY)
-            case "debug.snap":
+            case Kind.DEBUG_SNAP:
                 return Reply(200, self.snapshot())
-            case "debug.tick":
+            case Kind.DEBUG_TICK:
                 assert isinstance(data, DebugTickRequest)  # the kind's decoder made it one
                 self.tick(data.time)
                 return Reply(200, [])

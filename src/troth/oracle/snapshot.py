@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from troth.oracle.state import Execute, OutboxEntry, ServerState
 from troth.protocol import responses as wire
+from troth.protocol.messages import execute_message, unblock_message
 
 
 def wire_message(entry: OutboxEntry) -> wire.OutboxEntry:
     message = entry.message
     if isinstance(message, Execute):
         return wire.OutboxEntry(
-            entry.address, wire.execute_message(message.task_id, message.version)
+            entry.address, execute_message(message.task_id, message.version)
         )
-    return wire.OutboxEntry(entry.address, wire.unblock_message(message.promise))
+    return wire.OutboxEntry(entry.address, unblock_message(message.promise))
 
 
 def snapshot(s: ServerState) -> wire.Snapshot:

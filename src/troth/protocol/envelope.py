@@ -13,10 +13,10 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from troth.protocol.kinds import FENCE_ACTIONS, KINDS
+from troth.protocol.kinds import FENCE_ACTIONS, Kind, failed
 from troth.protocol.records import Millis, NonEmpty, NonNegative
 from troth.protocol.requests import Data, FenceAction, TaskFenceRequest
-from troth.protocol.responses import Reply, TaskFenceResult
+from troth.protocol.responses import Reply, TaskFenceResponse, TaskFenceResult
 
 VERSION = "2026-04-01"
 
@@ -36,7 +36,7 @@ class BadRequest(Exception):
 
 
 class Request(NamedTuple):
-    kind: str
+    kind: Kind
     corr_id: str
     data: Data
     auth: str | None = None
@@ -80,12 +80,34 @@ class ResponseEnvelope(msgspec.Struct, frozen=True):
     data: Any
 
 
+class _ReadHead(msgspec.Struct, frozen=True, rename="camel"):
+    status: int
+    # Absent, it answers no request; a fence's nested action needs none (the outer has it).
+    corr_id: str = ""
+
+
+class _ReadEnvelope(msgspec.Struct, frozen=True):
+    """A response envelope as read back, its ``data`` still raw: its type is the kind's."""
+
+    kind: str
+    head: _ReadHead
+    data: msgspec.Raw = msgspec.Raw(b"null")
+
+
 _envelope_decoder = msgspec.json.Decoder(_Envelope)
 _raw_fence_decoder = msgspec.json.Decoder(_RawFence)
-_decoders = {
-    kind: msgspec.json.Decoder(spec.data) for kind, spec in KINDS.items() if kind != "task.fence"
+_decoders = {kind: msgspec.json.Decoder(kind.data) for kind in Kind if kind != Kind.TASK_FENCE}
+# Keyed by wire name (a ``Kind`` is one), as the raw names read off the wire look them up.
+_action_decoders: dict[str, msgspec.json.Decoder[Any]] = {
+    kind: msgspec.json.Decoder(t) for kind, t in FENCE_ACTIONS.items()
 }
-_action_decoders = {kind: msgspec.json.Decoder(t) for kind, t in FENCE_ACTIONS.items()}
+_response_decoder = msgspec.json.Decoder(_ReadEnvelope)
+_body_decoders: dict[tuple[str, int], msgspec.json.Decoder[Any]] = {
+    (kind, status): msgspec.json.Decoder(body)
+    for kind in Kind
+    for status, body in kind.responses.items()
+}
+_any_decoder = msgspec.json.Decoder()
 _encoder = msgspec.json.Encoder()
 
 # msgspec recurses once per nesting level and raises RecursionError on very deep input, even
@@ -154,20 +176,20 @@ def decode_data(envelope: Envelope, admit: Callable[[Data], None] | None = None)
     """The kind's ``data``, decoded and validated: an unknown kind, a schema error or a
     failed check is a ``BadRequest``. ``admit`` sees the data once it has its shape and
     before the checks, so an access check may refuse it whatever the checks would say."""
-    kind, corr_id = envelope.kind, envelope.corr_id
-    spec = KINDS.get(kind)
-    if spec is None:
-        raise BadRequest(f"Unknown operation: {kind}", kind, corr_id)
+    corr_id = envelope.corr_id
+    kind = Kind.named(envelope.kind)
+    if kind is None:
+        raise BadRequest(f"Unknown operation: {envelope.kind}", envelope.kind, corr_id)
     try:
         raw = envelope.data
-        data = _decode_fence(raw) if kind == "task.fence" else _decoders[kind].decode(raw)
+        data = _decode_fence(raw) if kind == Kind.TASK_FENCE else _decoders[kind].decode(raw)
     except msgspec.DecodeError as e:
         raise BadRequest(f"Invalid request: {e}", kind, corr_id) from None
     except RecursionError:
         raise BadRequest(f"Invalid request: {_TOO_DEEP}", kind, corr_id) from None
     if admit is not None:
         admit(data)
-    if spec.validate is not None and (errors := spec.validate(data)):
+    if kind.validate is not None and (errors := kind.validate(data)):
         raise BadRequest("; ".join(errors), kind, corr_id)
     return Request(kind, corr_id, data, envelope.auth, envelope.debug_time)
 
@@ -178,7 +200,7 @@ def _decode_fence(raw: bytes) -> TaskFenceRequest:
     if decoder is None:
         raise msgspec.ValidationError(
             f"Invalid fence action kind {fence.action.kind!r}: "
-            f"use one of {sorted(FENCE_ACTIONS)} - at `$.action.kind`"
+            f"use one of {sorted(map(str, FENCE_ACTIONS))} - at `$.action.kind`"
         )
     try:
         action_data = decoder.decode(fence.action.data)
@@ -202,14 +224,16 @@ def encode_request(
 def response_envelope(kind: str, corr_id: str, reply: Reply) -> ResponseEnvelope:
     """The envelope for a handler's reply; error statuses get a string ``data``."""
     status, body = reply
-    if status in (200, 300):
-        data = _wire_body(body, corr_id)
-    elif isinstance(body, str):
-        data = body
-    else:
-        spec = KINDS.get(kind)
-        data = spec.message(status) if spec else f"Request failed with status {status}"
+    data = _wire_body(body, corr_id) if status in (200, 300) else error_text(kind, status, body)
     return ResponseEnvelope(kind, ResponseHead(corr_id, status), data)
+
+
+def error_text(kind: str, status: int, body: Any) -> str:
+    """An error reply's message: the text it carries, else its kind's wording."""
+    if isinstance(body, str):
+        return body
+    known = Kind.named(kind)
+    return known.message(status) if known is not None else failed(status)
 
 
 def _wire_body(body: Any, corr_id: str) -> Any:
@@ -226,3 +250,34 @@ def encode_response(kind: str, corr_id: str, reply: Reply) -> bytes:
 def to_builtins(value: Any) -> Any:
     """A wire struct as plain JSON-shaped Python values (dicts, lists, str, int)."""
     return msgspec.to_builtins(value)
+
+
+class Response(NamedTuple):
+    """A response envelope read back: whose answer it is, and the reply it carries."""
+
+    kind: str
+    corr_id: str
+    reply: Reply
+
+
+def decode_response(body: bytes | str) -> Response:
+    """A response envelope as the typed reply of its kind: a success's ``data`` as the
+    kind's response type (``Kind.responses``; a fence's nested action read the same way,
+    into a ``TaskFenceResult``), an error's as its message. ``msgspec.DecodeError`` if it is
+    not the answer of a known kind."""
+    envelope = _response_decoder.decode(body)
+    return Response(envelope.kind, envelope.head.corr_id, _reply(envelope))
+
+
+def _reply(envelope: _ReadEnvelope) -> Reply:
+    kind, status = envelope.kind, envelope.head.status
+    decoder = _body_decoders.get((kind, status))
+    if decoder is None:
+        if status in (200, 300):
+            raise msgspec.ValidationError(f"{kind!r} has no {status} response")
+        return Reply(status, error_text(kind, status, _any_decoder.decode(envelope.data)))
+    data = decoder.decode(envelope.data)
+    if isinstance(data, TaskFenceResponse):
+        action = _response_decoder.decode(data.action)
+        data = TaskFenceResult(action.kind, _reply(action), data.preload)
+    return Reply(status, data)

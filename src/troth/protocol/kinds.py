@@ -1,92 +1,194 @@
-"""The 26 request kinds: each one's data type, its extra checks and its error messages."""
+"""The 26 request kinds, and what each one is: its data type, its extra checks, the typed
+responses of its success statuses, and the messages of its error statuses.
+
+``Kind`` is a ``StrEnum``: a member is its wire name (``Kind.PROMISE_CREATE ==
+"promise.create"``), so it goes into an envelope, a dict key or a log line as the string
+the protocol spells. Everything else about a kind is in one row of ``_SPECS`` below.
+"""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from enum import StrEnum
+from typing import Any, NamedTuple
 
 from troth.protocol import requests as rq
+from troth.protocol import responses as rs
 from troth.protocol import validation as v
 
 
-class Kind(NamedTuple):
-    data: type[rq.Data]
-    validate: v.Validator | None = None
+class Kind(StrEnum):
+    PROMISE_GET = "promise.get"
+    PROMISE_CREATE = "promise.create"
+    PROMISE_SETTLE = "promise.settle"
+    PROMISE_REGISTER_CALLBACK = "promise.register_callback"
+    PROMISE_REGISTER_LISTENER = "promise.register_listener"
+    PROMISE_SEARCH = "promise.search"
+    TASK_GET = "task.get"
+    TASK_CREATE = "task.create"
+    TASK_ACQUIRE = "task.acquire"
+    TASK_RELEASE = "task.release"
+    TASK_FULFILL = "task.fulfill"
+    TASK_SUSPEND = "task.suspend"
+    TASK_FENCE = "task.fence"
+    TASK_HEARTBEAT = "task.heartbeat"
+    TASK_HALT = "task.halt"
+    TASK_CONTINUE = "task.continue"
+    TASK_SEARCH = "task.search"
+    SCHEDULE_GET = "schedule.get"
+    SCHEDULE_CREATE = "schedule.create"
+    SCHEDULE_DELETE = "schedule.delete"
+    SCHEDULE_SEARCH = "schedule.search"
+    DEBUG_START = "debug.start"
+    DEBUG_STOP = "debug.stop"
+    DEBUG_RESET = "debug.reset"
+    DEBUG_SNAP = "debug.snap"
+    DEBUG_TICK = "debug.tick"
+
+    @classmethod
+    def named(cls, name: str) -> Kind | None:
+        """The kind whose wire name is ``name``; None if no kind is."""
+        try:
+            return cls(name)
+        except ValueError:
+            return None
+
+    @property
+    def data(self) -> type[rq.Data]:
+        """The type of the request's ``data``."""
+        return _SPECS[self].data
+
+    @property
+    def validate(self) -> v.Validator | None:
+        """The checks of the request's data that its type cannot express."""
+        return _SPECS[self].validate
+
+    @property
+    def responses(self) -> dict[int, Any]:
+        """The type of the response's ``data`` for each success status (200, and 300)."""
+        return _SPECS[self].responses
+
+    @property
+    def debug(self) -> bool:
+        """A ``debug.*`` kind: answered by the server itself, outside the machine."""
+        return self.startswith("debug.")
+
+    def message(self, status: int) -> str:
+        """The error string for a status a handler returned without a body."""
+        return _SPECS[self].errors.message(status)
+
+
+class Errors(NamedTuple):
+    """The messages of a kind's error statuses, as the reference server words them."""
+
     not_found: str = "Not found"
     conflict: str = "Conflict"
     unprocessable: str = "Unprocessable"
 
     def message(self, status: int) -> str:
-        """The error string for a status a handler returned without a body."""
         return {404: self.not_found, 409: self.conflict, 422: self.unprocessable}.get(
-            status, f"Request failed with status {status}"
+            status, failed(status)
         )
 
 
-_TASK_CONFLICT = "Task is not in a state that allows this, or the version does not match"
+def failed(status: int) -> str:
+    """The message of an error status that no kind words (or of a kind no one knows)."""
+    return f"Request failed with status {status}"
 
-KINDS: dict[str, Kind] = {
-    "promise.get": Kind(rq.PromiseGetRequest, v.lookup, not_found="Promise not found"),
-    "promise.create": Kind(rq.PromiseCreateRequest, v.promise_create),
-    "promise.settle": Kind(rq.PromiseSettleRequest, v.lookup, not_found="Promise not found"),
-    "promise.register_callback": Kind(
+
+class _Spec(NamedTuple):
+    data: type[rq.Data]
+    responses: dict[int, Any]
+    validate: v.Validator | None = None
+    errors: Errors = Errors()
+
+
+def _ok(body: Any) -> dict[int, Any]:
+    return {200: body}
+
+
+_TASK_CONFLICT = "Task is not in a state that allows this, or the version does not match"
+_PROMISE = Errors(not_found="Promise not found")
+_TASK = Errors(not_found="Task not found", conflict=_TASK_CONFLICT)
+_SCHEDULE = Errors(not_found="Schedule not found")
+_DEBUG = _Spec(rq.DebugRequest, _ok(rs.Empty))
+
+_SPECS: dict[Kind, _Spec] = {
+    Kind.PROMISE_GET: _Spec(rq.PromiseGetRequest, _ok(rs.PromiseResponse), v.lookup, _PROMISE),
+    Kind.PROMISE_CREATE: _Spec(rq.PromiseCreateRequest, _ok(rs.PromiseResponse), v.promise_create),
+    Kind.PROMISE_SETTLE: _Spec(
+        rq.PromiseSettleRequest, _ok(rs.PromiseResponse), v.lookup, _PROMISE
+    ),
+    Kind.PROMISE_REGISTER_CALLBACK: _Spec(
         rq.PromiseRegisterCallbackRequest,
+        _ok(rs.PromiseResponse),
         v.register_callback,
-        not_found="Awaited promise not found",
-        unprocessable="Awaiter promise not found or has no resonate:target tag",
+        Errors(
+            not_found="Awaited promise not found",
+            unprocessable="Awaiter promise not found or has no resonate:target tag",
+        ),
     ),
-    "promise.register_listener": Kind(
+    Kind.PROMISE_REGISTER_LISTENER: _Spec(
         rq.PromiseRegisterListenerRequest,
+        _ok(rs.PromiseResponse),
         v.register_listener,
-        not_found="Awaited promise not found",
+        Errors(not_found="Awaited promise not found"),
     ),
-    "promise.search": Kind(rq.PromiseSearchRequest, v.search),
-    "task.get": Kind(rq.TaskGetRequest, v.lookup, not_found="Task not found"),
-    "task.create": Kind(
+    Kind.PROMISE_SEARCH: _Spec(rq.PromiseSearchRequest, _ok(rs.PromiseSearchResponse), v.search),
+    Kind.TASK_GET: _Spec(
+        rq.TaskGetRequest, _ok(rs.TaskGetResponse), v.lookup, Errors(not_found="Task not found")
+    ),
+    Kind.TASK_CREATE: _Spec(
         rq.TaskCreateRequest,
+        _ok(rs.TaskClaimResponse),
         v.task_create,
-        conflict="Already exists",
-        unprocessable="The promise does not have a resonate:target tag",
+        Errors(
+            conflict="Already exists",
+            unprocessable="The promise does not have a resonate:target tag",
+        ),
     ),
-    "task.acquire": Kind(
-        rq.TaskAcquireRequest, v.task_acquire, not_found="Task not found", conflict=_TASK_CONFLICT
+    Kind.TASK_ACQUIRE: _Spec(
+        rq.TaskAcquireRequest, _ok(rs.TaskClaimResponse), v.task_acquire, _TASK
     ),
-    "task.release": Kind(
-        rq.TaskReleaseRequest, v.lookup, not_found="Task not found", conflict=_TASK_CONFLICT
-    ),
-    "task.fulfill": Kind(
-        rq.TaskFulfillRequest, v.task_fulfill, not_found="Task not found", conflict=_TASK_CONFLICT
-    ),
-    "task.suspend": Kind(
+    Kind.TASK_RELEASE: _Spec(rq.TaskReleaseRequest, _ok(rs.Empty), v.lookup, _TASK),
+    Kind.TASK_FULFILL: _Spec(rq.TaskFulfillRequest, _ok(rs.PromiseResponse), v.task_fulfill, _TASK),
+    Kind.TASK_SUSPEND: _Spec(
         rq.TaskSuspendRequest,
+        {200: rs.Empty, 300: rs.TaskSuspendedResponse},
         v.task_suspend,
-        not_found="Task not found",
-        conflict=_TASK_CONFLICT,
-        unprocessable="Awaited promise not found",
+        _TASK._replace(unprocessable="Awaited promise not found"),
     ),
-    "task.fence": Kind(
-        rq.TaskFenceRequest, v.task_fence, not_found="Task not found", conflict=_TASK_CONFLICT
+    # The wire form; ``envelope.decode_response`` reads its nested action by the action's kind.
+    Kind.TASK_FENCE: _Spec(rq.TaskFenceRequest, _ok(rs.TaskFenceResponse), v.task_fence, _TASK),
+    Kind.TASK_HEARTBEAT: _Spec(rq.TaskHeartbeatRequest, _ok(rs.Empty), v.task_heartbeat),
+    Kind.TASK_HALT: _Spec(
+        rq.TaskHaltRequest,
+        _ok(rs.Empty),
+        v.lookup,
+        Errors(not_found="Task not found", conflict="Task is fulfilled"),
     ),
-    "task.heartbeat": Kind(rq.TaskHeartbeatRequest, v.task_heartbeat),
-    "task.halt": Kind(
-        rq.TaskHaltRequest, v.lookup, not_found="Task not found", conflict="Task is fulfilled"
+    Kind.TASK_CONTINUE: _Spec(
+        rq.TaskContinueRequest,
+        _ok(rs.Empty),
+        v.lookup,
+        Errors(not_found="Task not found", conflict="Task is not halted"),
     ),
-    "task.continue": Kind(
-        rq.TaskContinueRequest, v.lookup, not_found="Task not found", conflict="Task is not halted"
+    Kind.TASK_SEARCH: _Spec(rq.TaskSearchRequest, _ok(rs.TaskSearchResponse), v.search),
+    Kind.SCHEDULE_GET: _Spec(rq.ScheduleGetRequest, _ok(rs.ScheduleResponse), v.lookup, _SCHEDULE),
+    Kind.SCHEDULE_CREATE: _Spec(
+        rq.ScheduleCreateRequest, _ok(rs.ScheduleResponse), v.schedule_create
     ),
-    "task.search": Kind(rq.TaskSearchRequest, v.search),
-    "schedule.get": Kind(rq.ScheduleGetRequest, v.lookup, not_found="Schedule not found"),
-    "schedule.create": Kind(rq.ScheduleCreateRequest, v.schedule_create),
-    "schedule.delete": Kind(rq.ScheduleDeleteRequest, v.lookup, not_found="Schedule not found"),
-    "schedule.search": Kind(rq.ScheduleSearchRequest, v.search),
-    "debug.start": Kind(rq.DebugRequest),
-    "debug.stop": Kind(rq.DebugRequest),
-    "debug.reset": Kind(rq.DebugRequest),
-    "debug.snap": Kind(rq.DebugRequest),
-    "debug.tick": Kind(rq.DebugTickRequest),
+    Kind.SCHEDULE_DELETE: _Spec(rq.ScheduleDeleteRequest, _ok(rs.Empty), v.lookup, _SCHEDULE),
+    Kind.SCHEDULE_SEARCH: _Spec(rq.ScheduleSearchRequest, _ok(rs.ScheduleSearchResponse), v.search),
+    Kind.DEBUG_START: _DEBUG,
+    Kind.DEBUG_STOP: _DEBUG,
+    Kind.DEBUG_RESET: _DEBUG,
+    Kind.DEBUG_SNAP: _Spec(rq.DebugRequest, _ok(rs.Snapshot)),
+    # The timeouts it fired are not listed: the answer is always an empty list.
+    Kind.DEBUG_TICK: _Spec(rq.DebugTickRequest, _ok(list[Any])),
 }
 
 # The kinds whose fenced action may be nested in task.fence.
-FENCE_ACTIONS: dict[str, type[rq.PromiseCreateRequest | rq.PromiseSettleRequest]] = {
-    "promise.create": rq.PromiseCreateRequest,
-    "promise.settle": rq.PromiseSettleRequest,
+FENCE_ACTIONS: dict[Kind, type[rq.PromiseCreateRequest | rq.PromiseSettleRequest]] = {
+    Kind.PROMISE_CREATE: rq.PromiseCreateRequest,
+    Kind.PROMISE_SETTLE: rq.PromiseSettleRequest,
 }

@@ -88,6 +88,14 @@ class TaskRecord(Record):
     pid: str | None = None
 
 
+class TaskRef(Record):
+    """A task at a version: the task an ``execute`` message names, one ``task.heartbeat``
+    extends (Lean's ``ref``)."""
+
+    id: str
+    version: NonNegative
+
+
 class Schedule(Record):
     id: str
     cron: str

@@ -21,6 +21,7 @@ from troth.protocol.records import (
     PromiseState,
     SettleState,
     Tags,
+    TaskRef,
     TaskState,
     Value,
 )
@@ -99,11 +100,6 @@ class FenceAction(Data):
     kind: str
     data: PromiseCreateRequest | PromiseSettleRequest
     head: Any = None
-
-
-class TaskRef(Data):
-    id: str
-    version: NonNegative
 
 
 class TaskGetRequest(Data):

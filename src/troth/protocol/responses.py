@@ -1,4 +1,4 @@
-"""The ``data`` of every successful response, the debug snapshot, and outgoing messages."""
+"""The ``data`` of every successful response, and the debug snapshot."""
 
 from __future__ import annotations
 
@@ -6,13 +6,17 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from troth.protocol.messages import ExecuteData, Message
 from troth.protocol.records import PromiseRecord, Record, Schedule, TaskRecord
 
 
 class Reply(NamedTuple):
-    """What a handler answers: a status and, for 200 and 300, a body.
+    """What a handler, or the server around it, answers: a status and a body.
 
-    Error statuses carry no body; the envelope supplies the message (see ``messages``).
+    For 200 and 300 the body is the kind's typed response (``Kind.responses``). For an error
+    status it is the message: a handler leaves it None and the envelope supplies the kind's
+    wording (``Kind.message``); the server's own refusals (400, 403, 413, 5xx) and a
+    client's decoded answer carry the text itself.
     """
 
     status: int
@@ -56,10 +60,19 @@ class TaskSuspendedResponse(Record):
 
 
 class TaskFenceResult(NamedTuple):
-    """A fence's body before encoding: the inner reply needs the outer corrId on the wire."""
+    """A fence's body: the nested action's kind and reply, and the task's branch preload
+    computed after it. On the wire the action is a whole response envelope, which needs the
+    outer corrId, so the envelope writes it (and reads it back, from ``TaskFenceResponse``)."""
 
     kind: str
     inner: Reply
+    preload: list[PromiseRecord]
+
+
+class TaskFenceResponse(Record):
+    """A fence's body as JSON: ``action`` is the nested response envelope, still raw."""
+
+    action: msgspec.Raw
     preload: list[PromiseRecord]
 
 
@@ -75,42 +88,6 @@ class ScheduleResponse(Record):
 class ScheduleSearchResponse(Record):
     schedules: list[Schedule]
     cursor: str | None = None
-
-
-# -- messages (wire-protocol.md §10.1) ------------------------------------------------------
-
-
-class TaskRef(Record):
-    id: str
-    version: int
-
-
-class ExecuteData(Record):
-    task: TaskRef
-
-
-class UnblockData(Record):
-    promise: PromiseRecord
-
-
-class ExecuteHead(Record):
-    server_url: str | None = None
-
-
-class Message(Record):
-    """An ``execute`` or ``unblock`` message as delivered to a worker or listener."""
-
-    kind: str
-    head: ExecuteHead
-    data: ExecuteData | UnblockData
-
-
-def execute_message(task_id: str, version: int, server_url: str | None = None) -> Message:
-    return Message("execute", ExecuteHead(server_url), ExecuteData(TaskRef(task_id, version)))
-
-
-def unblock_message(promise: PromiseRecord) -> Message:
-    return Message("unblock", ExecuteHead(), UnblockData(promise))
 
 
 # -- debug.snap (docs/references.md#debug-kinds-and-the-snapshot) -------------------------

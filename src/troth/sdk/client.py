@@ -30,6 +30,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from troth.protocol.ids import child_id, origin
+from troth.protocol.kinds import Kind
 from troth.protocol.records import (
     BRANCH,
     ORIGIN,
@@ -211,9 +212,9 @@ class Waiter:
         if listen:
             address = unicast(network.group, network.pid)
             request: Any = PromiseRegisterListenerRequest(awaited=id, address=address)
-            kind = "promise.register_listener"
+            kind = Kind.PROMISE_REGISTER_LISTENER
         else:
-            request, kind = PromiseGetRequest(id), "promise.get"
+            request, kind = PromiseGetRequest(id), Kind.PROMISE_GET
         status, body = await network.send(kind, request)
         if status != 200 or not isinstance(body, PromiseResponse):
             raise ServerError(kind, status, str(body))
@@ -239,7 +240,7 @@ class Waiter:
                         canceled = PromiseSettleRequest(
                             watch.id, SettleState.REJECTED_CANCELED, Value()
                         )
-                        await send_promise(self._app.runtime.network, "promise.settle", canceled)
+                        await send_promise(self._app.runtime.network, Kind.PROMISE_SETTLE, canceled)
                     return record
             # A halt was recorded (or the record's deadline passed): look again.
 
@@ -267,7 +268,7 @@ class Waiter:
         if root is None or root.state != PromiseState.PENDING:
             return root
         create = halt_record(root, len(records) + 1)
-        return await send_promise(network, "promise.create", create)
+        return await send_promise(network, Kind.PROMISE_CREATE, create)
 
     async def _first(self, *ids: str) -> PromiseRecord:
         """The first of these promises to settle (the earliest given if several have)."""
@@ -363,11 +364,11 @@ def halted_at(record: PromiseRecord, codec: Codec) -> tuple[int, str | None] | N
 
 async def read_promise(network: Network, id: str) -> PromiseRecord | None:
     """The promise as the server has it (projected), or None if it does not exist."""
-    status, body = await network.send("promise.get", PromiseGetRequest(id))
+    status, body = await network.send(Kind.PROMISE_GET, PromiseGetRequest(id))
     if status == 404:
         return None
     if status != 200 or not isinstance(body, PromiseResponse):
-        raise ServerError("promise.get", status, str(body))
+        raise ServerError(Kind.PROMISE_GET, status, str(body))
     return body.promise
 
 
@@ -381,11 +382,11 @@ async def send_promise(network: Network, kind: str, request: Any) -> PromiseReco
 
 async def task_of(network: Network, id: str) -> TaskRecord | None:
     """The task of promise ``id``, or None if it has none (a promise without a target)."""
-    status, body = await network.send("task.get", TaskGetRequest(id))
+    status, body = await network.send(Kind.TASK_GET, TaskGetRequest(id))
     if status == 404:
         return None
     if status != 200 or not isinstance(body, TaskGetResponse):
-        raise ServerError("task.get", status, str(body))
+        raise ServerError(Kind.TASK_GET, status, str(body))
     return body.task
 
 
@@ -443,10 +444,10 @@ class Promises:
         param = self._app.codec.encode(data) if data is not None else Value()
         at, _ = deadline(self._app.clock.now(), [(timeout, DeadlineSource.OPTION)])
         request = PromiseCreateRequest(id, at, param, dict(tags or {}))
-        return await self._promise("promise.create", request)
+        return await self._promise(Kind.PROMISE_CREATE, request)
 
     async def get(self, id: str) -> DurablePromise:
-        return await self._promise("promise.get", PromiseGetRequest(id))
+        return await self._promise(Kind.PROMISE_GET, PromiseGetRequest(id))
 
     async def resolve(self, id: str, value: Any = None) -> DurablePromise:
         return await self._settle(id, SettleState.RESOLVED, value)
@@ -461,7 +462,7 @@ class Promises:
 
     async def _settle(self, id: str, state: SettleState, value: Any) -> DurablePromise:
         encoded = self._app.codec.encode(value)
-        return await self._promise("promise.settle", PromiseSettleRequest(id, state, encoded))
+        return await self._promise(Kind.PROMISE_SETTLE, PromiseSettleRequest(id, state, encoded))
 
     async def _promise(self, kind: str, request: Any) -> DurablePromise:
         record = await send_promise(self._network, kind, request)
@@ -479,7 +480,7 @@ class Executions:
         """Where execution ``id`` stands now: its promise's state once settled, else its
         task's (``pending`` for a promise without a task)."""
         network = self._app.runtime.network
-        promise = await send_promise(network, "promise.get", PromiseGetRequest(id))
+        promise = await send_promise(network, Kind.PROMISE_GET, PromiseGetRequest(id))
         if promise.state == PromiseState.PENDING:
             task = await task_of(network, id)
             if task is None:
@@ -487,7 +488,7 @@ class Executions:
             if task.state != TaskState.FULFILLED:
                 return _TASK_STATUS[task.state]
             # Settled between the two reads.
-            promise = await send_promise(network, "promise.get", PromiseGetRequest(id))
+            promise = await send_promise(network, Kind.PROMISE_GET, PromiseGetRequest(id))
         return _SETTLED_STATUS.get(promise.state, ExecutionStatus.PENDING)
 
     async def cancel(
@@ -507,19 +508,19 @@ class Executions:
         network = self._app.runtime.network
         root = await read_promise(network, id)
         if root is None:
-            raise ServerError("promise.get", 404, f"no execution {id!r}")
+            raise ServerError(Kind.PROMISE_GET, 404, f"no execution {id!r}")
         if root.state != PromiseState.PENDING:
             return
         if await task_of(network, id) is None:
             raise ServerError(
-                "task.get", 404, f"{id!r} is a promise without a task, not an execution"
+                Kind.TASK_GET, 404, f"{id!r} is a promise without a task, not an execution"
             )
         request = cancel_request(root)
-        record = await send_promise(network, "promise.create", request)
+        record = await send_promise(network, Kind.PROMISE_CREATE, request)
         if record.state == PromiseState.PENDING:
             value = reason_value(self._app.codec, reason, detached)
             settle = PromiseSettleRequest(request.id, SettleState.RESOLVED, value)
-            await send_promise(network, "promise.settle", settle)
+            await send_promise(network, Kind.PROMISE_SETTLE, settle)
 
     async def resume(self, id: str) -> None:
         """Resume a halted execution (``task.continue``): a worker picks it up and replays
@@ -527,11 +528,11 @@ class Executions:
         then get a ``HaltedError`` with the new reason). ``ServerError`` (409) if it is not
         halted, (404) if there is no such execution."""
         network = self._app.runtime.network
-        status, body = await network.send("task.continue", TaskContinueRequest(id))
+        status, body = await network.send(Kind.TASK_CONTINUE, TaskContinueRequest(id))
         if status == 409:
-            raise ServerError("task.continue", status, f"execution {id!r} is not halted")
+            raise ServerError(Kind.TASK_CONTINUE, status, f"execution {id!r} is not halted")
         if status != 200:
-            raise ServerError("task.continue", status, str(body))
+            raise ServerError(Kind.TASK_CONTINUE, status, str(body))
 
 
 class Schedules:
@@ -565,17 +566,17 @@ class Schedules:
             promise_param=param,
             promise_tags=tags,
         )
-        return await self._schedule("schedule.create", request)
+        return await self._schedule(Kind.SCHEDULE_CREATE, request)
 
     async def get(self, id: str) -> Schedule:
-        return await self._schedule("schedule.get", ScheduleGetRequest(id))
+        return await self._schedule(Kind.SCHEDULE_GET, ScheduleGetRequest(id))
 
     async def delete(self, id: str) -> None:
         status, body = await self._app.runtime.network.send(
-            "schedule.delete", ScheduleDeleteRequest(id)
+            Kind.SCHEDULE_DELETE, ScheduleDeleteRequest(id)
         )
         if status != 200:
-            raise ServerError("schedule.delete", status, str(body))
+            raise ServerError(Kind.SCHEDULE_DELETE, status, str(body))
 
     async def _schedule(self, kind: str, request: Any) -> Schedule:
         status, body = await self._app.runtime.network.send(kind, request)

@@ -16,12 +16,11 @@ from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
-from troth.protocol.envelope import VERSION
-from troth.protocol.kinds import KINDS
+from troth.protocol.envelope import VERSION, error_text
+from troth.protocol.messages import ExecuteData, UnblockData
 from troth.protocol.records import PromiseRecord
 from troth.protocol.requests import Data
 from troth.protocol.responses import (
-    ExecuteData,
     PromiseResponse,
     Reply,
     ScheduleResponse,
@@ -29,7 +28,6 @@ from troth.protocol.responses import (
     TaskFenceResult,
     TaskGetResponse,
     TaskSuspendedResponse,
-    UnblockData,
 )
 from troth.sdk.clock import Clock
 
@@ -110,10 +108,7 @@ def action_head() -> dict[str, str]:
 
 
 def error_message(kind: str, status: int, body: Any) -> str:
-    if isinstance(body, str):
-        return body
-    spec = KINDS.get(kind)
-    return spec.message(status) if spec else f"status {status}"
+    return error_text(kind, status, body)
 
 
 # -- decoding response bodies (remote) ------------------------------------------------------

@@ -7,32 +7,13 @@ from typing import Any
 import msgspec
 
 from troth.engine.store import Task
+from troth.protocol.messages import Message, decode_message
 from troth.protocol.records import PromiseRecord, PromiseState, Schedule, TaskState, Value
-from troth.protocol.responses import ExecuteData, ExecuteHead, Message, UnblockData
 
 _encode = msgspec.json.Encoder().encode
 _value = msgspec.json.Decoder(Value)
 _tags = msgspec.json.Decoder(dict[str, str])
 _resumes = msgspec.json.Decoder(tuple[str, ...])
-
-
-class _Execute(msgspec.Struct):
-    kind: str
-    head: ExecuteHead
-    data: ExecuteData
-
-
-class _Unblock(msgspec.Struct):
-    kind: str
-    head: ExecuteHead
-    data: UnblockData
-
-
-# A Message's data is an untagged union msgspec cannot decode; the row's kind picks.
-_messages: dict[str, msgspec.json.Decoder[_Execute] | msgspec.json.Decoder[_Unblock]] = {
-    "execute": msgspec.json.Decoder(_Execute),
-    "unblock": msgspec.json.Decoder(_Unblock),
-}
 
 
 def text(obj: Any) -> str:
@@ -116,6 +97,5 @@ def schedule(row: tuple[Any, ...]) -> Schedule:
     )
 
 
-def message(kind: str, raw: str) -> Message:
-    decoded = _messages[kind].decode(raw)
-    return Message(decoded.kind, decoded.head, decoded.data)
+def message(raw: str) -> Message:
+    return decode_message(raw)

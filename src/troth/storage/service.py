@@ -14,7 +14,8 @@ from collections.abc import Collection
 from typing import NamedTuple, Protocol
 
 from troth.protocol.envelope import Request
-from troth.protocol.responses import Message, Reply, Snapshot
+from troth.protocol.messages import Message
+from troth.protocol.responses import Reply, Snapshot
 
 
 class Retriable(Exception):

@@ -57,8 +57,8 @@ def snapshot(conn: Connection) -> Snapshot:
             for id, kind, at in rows("SELECT id, kind, at FROM task_timeouts")
         ],
         messages=[
-            OutboxEntry(address, codec.message(kind, message))
-            for kind, address, message in rows("SELECT kind, address, message FROM outbox")
+            OutboxEntry(address, codec.message(message))
+            for address, message in rows("SELECT address, message FROM outbox")
         ],
         schedules=[codec.schedule(r) for r in rows(f"SELECT {SCHEDULE_COLUMNS} FROM schedules")],
         schedule_timeouts=[

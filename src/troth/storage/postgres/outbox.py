@@ -38,13 +38,11 @@ def undelivered(
         "(claimed_until IS NULL OR claimed_until <= clock_timestamp())" if unclaimed else "TRUE"
     )
     rows = conn.execute(
-        "SELECT seq, kind, address, message FROM outbox"
+        "SELECT seq, address, message FROM outbox"
         f" WHERE seq > %s AND {reach} AND {claims} ORDER BY seq LIMIT %s",
         (after, *params, limit),
     ).fetchall()
-    return [
-        Delivery(seq, address, codec.message(kind, message)) for seq, kind, address, message in rows
-    ]
+    return [Delivery(seq, address, codec.message(message)) for seq, address, message in rows]
 
 
 def acknowledge(conn: psycopg.Connection, seqs: list[int]) -> None:

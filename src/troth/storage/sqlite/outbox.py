@@ -22,13 +22,11 @@ def undelivered(
     enqueued; with ``groups``, poll messages only of those groups (``reach``)."""
     reach, params = poll_groups(groups, "?")
     rows = conn.execute(
-        "SELECT seq, kind, address, message FROM outbox"
+        "SELECT seq, address, message FROM outbox"
         f" WHERE seq > ? AND {reach} ORDER BY seq LIMIT ?",
         (after, *params, limit),
     )
-    return [
-        Delivery(seq, address, codec.message(kind, message)) for seq, kind, address, message in rows
-    ]
+    return [Delivery(seq, address, codec.message(message)) for seq, address, message in rows]
 
 
 def present(conn: sqlite3.Connection, seqs: list[int]) -> set[int]:
