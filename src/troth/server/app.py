@@ -42,12 +42,14 @@ from troth.server.config import ServerConfig
 from troth.server.cors import Cors, Http, parse_origins
 from troth.server.delivery import DeliveryLoop
 from troth.server.poll import PollHub
+from troth.server.poll_transport import PollTransport
 from troth.server.push import Pusher
+from troth.server.push_transport import PushTransport
 from troth.server.rpc import Rpc
 from troth.server.sse import acknowledge, acknowledges, stream
 from troth.server.targets import PushAllowList
-from troth.server.timeouts import TimeoutsLoop
 from troth.storage.service import Service
+from troth.storage.timeouts_loop import TimeoutsLoop
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,9 @@ _GONE = b'{"error":"This endpoint is no longer supported. Please update to the l
 _LEGACY = ("/promises", "/tasks", "/schedules")
 _NOT_JSON = b"Unsupported Content-Type: POST / takes application/json"
 _ACK_LIMIT = 1024  # bytes: an acknowledgement is a token and a number
+# After a request pokes the timeouts loop, it waits this long for more before it reads the
+# next deadline again: a busy server reads it a few dozen times a second, not per request.
+_COALESCE_MS = 20
 
 
 class App:
@@ -62,7 +67,13 @@ class App:
         self.service = service
         self.config = config
         self.clock = MonotonicWallClock()
-        self.timeouts = TimeoutsLoop(service, self.clock, max_sleep_ms=config.timeouts_max_sleep)
+        self.timeouts = TimeoutsLoop(
+            service,
+            now=self.clock.now,
+            coalesce_ms=_COALESCE_MS,
+            # Other servers on the database arm deadlines this one does not hear of.
+            max_sleep_ms=config.timeouts_max_sleep,
+        )
         self.hub = PollHub(
             max_connections=config.poll_max_connections,
             buffer_size=config.poll_buffer_size,
@@ -84,14 +95,16 @@ class App:
         )
         self.delivery = DeliveryLoop(
             service,
-            self.hub,
-            self.pusher,
             server_url=config.url,
+            groups=self.hub.groups,
             batch_size=config.delivery_batch_size,
             interval_ms=config.delivery_interval,
             claim_ttl_ms=config.delivery_claim_ttl,
-            unblock_hold_ms=config.poll_unblock_hold,
         )
+        self.delivery.add(
+            PollTransport(self.hub, self.delivery, unblock_hold_ms=config.poll_unblock_hold)
+        )
+        self.delivery.add(PushTransport(self.pusher, self.delivery))
         self.auth = Auth.from_config(config)
         self.rpc = Rpc(
             service,

@@ -23,13 +23,14 @@ from troth.protocol.envelope import (
     decode_envelope,
     encode_response,
 )
+from troth.protocol.kinds import Kind
 from troth.protocol.requests import DebugTickRequest
 from troth.protocol.responses import EMPTY, Reply
 from troth.server.auth import Auth, Denied
 from troth.server.clock import MonotonicWallClock
 from troth.server.targets import PushAllowList, door_refusal
-from troth.server.timeouts import TimeoutsLoop
 from troth.storage.service import Retriable, Service
+from troth.storage.timeouts_loop import TimeoutsLoop
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ class Rpc:
         service: Service,
         clock: MonotonicWallClock,
         timeouts: TimeoutsLoop,
+        *,
         debug: bool,
         auth: Auth | None = None,
         push_allow: PushAllowList | None = None,
@@ -69,7 +71,7 @@ class Rpc:
         except Denied as e:
             reply = Reply(e.status, e.message)
             return e.status, encode_response(envelope.kind, envelope.corr_id, reply)
-        if request.kind.startswith("debug."):
+        if request.kind.debug:
             reply = await self._run_debug(request)
         else:
             reply = await self._run(request)
@@ -109,15 +111,15 @@ class Rpc:
             return Reply(403, "Debug operations are disabled")
         kind = request.kind
         try:
-            if kind == "debug.start":
+            if kind == Kind.DEBUG_START:
                 self._timeouts.pause()
-            elif kind == "debug.stop":
+            elif kind == Kind.DEBUG_STOP:
                 self._timeouts.resume()
-            elif kind == "debug.reset":
+            elif kind == Kind.DEBUG_RESET:
                 await self._service.reset()
-            elif kind == "debug.snap":
+            elif kind == Kind.DEBUG_SNAP:
                 return Reply(200, await self._service.snapshot())
-            elif kind == "debug.tick":
+            elif kind == Kind.DEBUG_TICK:
                 assert isinstance(request.data, DebugTickRequest)
                 time = request.data.time
                 if request.debug_time is not None and request.debug_time != time:
@@ -125,10 +127,8 @@ class Rpc:
                 await self._service.fire_due(time)
                 return Reply(200, [])
         except Exception:
-            verb = {"debug.reset": "Reset", "debug.snap": "Snap", "debug.tick": "Tick"}.get(
-                kind, "Debug"
-            )
-            return _internal(kind, f"{verb} failed")
+            verb = {Kind.DEBUG_RESET: "Reset", Kind.DEBUG_SNAP: "Snap", Kind.DEBUG_TICK: "Tick"}
+            return _internal(kind, f"{verb.get(kind, 'Debug')} failed")
         return Reply(200, EMPTY)
 
 
