@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
+Event = MutableMapping[str, Any]  # what ASGI's receive yields and send takes
+Receive = Callable[[], Awaitable[Event]]
+Send = Callable[[Event], Awaitable[None]]
 
 JSON = b"application/json"
 TEXT = b"text/plain; charset=utf-8"

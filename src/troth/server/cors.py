@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from troth.server.asgi import Message, Receive, Scope, Send, header, respond
+from troth.server.asgi import Event, Receive, Scope, Send, header, respond
 
 Http = Callable[[Scope, Receive, Send], Awaitable[None]]
 
@@ -60,9 +60,9 @@ class Cors:
             return
         allowed.append((b"access-control-expose-headers", b"retry-after"))
 
-        async def marked(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", ()), *allowed]}
-            await send(message)
+        async def marked(event: Event) -> None:
+            if event["type"] == "http.response.start":
+                event = {**event, "headers": [*event.get("headers", ()), *allowed]}
+            await send(event)
 
         await self.app(scope, receive, marked)
