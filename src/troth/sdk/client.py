@@ -54,7 +54,6 @@ from troth.protocol.requests import (
     TaskContinueRequest,
     TaskGetRequest,
 )
-from troth.protocol.responses import PromiseResponse, ScheduleResponse, TaskGetResponse
 from troth.sdk.cancellation import cancel_request, reason_value
 from troth.sdk.codec import Codec, error_to_json, result_of
 from troth.sdk.errors import HaltedError, ServerError
@@ -215,13 +214,11 @@ class Waiter:
             kind = Kind.PROMISE_REGISTER_LISTENER
         else:
             request, kind = PromiseGetRequest(id), Kind.PROMISE_GET
-        status, body = await network.send(kind, request)
-        if status != 200 or not isinstance(body, PromiseResponse):
-            raise ServerError(kind, status, str(body))
-        if body.promise.state == PromiseState.PENDING:
+        record = await send_promise(network, kind, request)
+        if record.state == PromiseState.PENDING:
             return None
-        runtime.settled.add(body.promise)
-        return body.promise
+        runtime.settled.add(record)
+        return record
 
     async def execution(self, id: str) -> PromiseRecord:
         """The settled promise of execution ``id``, once it is settled; ``HaltedError`` if
@@ -364,30 +361,27 @@ def halted_at(record: PromiseRecord, codec: Codec) -> tuple[int, str | None] | N
 
 async def read_promise(network: Network, id: str) -> PromiseRecord | None:
     """The promise as the server has it (projected), or None if it does not exist."""
-    status, body = await network.send(Kind.PROMISE_GET, PromiseGetRequest(id))
+    status, body = await network.call(Kind.PROMISE_GET, PromiseGetRequest(id), (200, 404))
     if status == 404:
         return None
-    if status != 200 or not isinstance(body, PromiseResponse):
-        raise ServerError(Kind.PROMISE_GET, status, str(body))
-    return body.promise
+    record: PromiseRecord = body.promise  # a PromiseResponse
+    return record
 
 
-async def send_promise(network: Network, kind: str, request: Any) -> PromiseRecord:
+async def send_promise(network: Network, kind: Kind, request: Any) -> PromiseRecord:
     """Send a request answered with a promise; the promise."""
-    status, body = await network.send(kind, request)
-    if status != 200 or not isinstance(body, PromiseResponse):
-        raise ServerError(kind, status, str(body))
-    return body.promise
+    _, body = await network.call(kind, request)
+    record: PromiseRecord = body.promise  # a PromiseResponse
+    return record
 
 
 async def task_of(network: Network, id: str) -> TaskRecord | None:
     """The task of promise ``id``, or None if it has none (a promise without a target)."""
-    status, body = await network.send(Kind.TASK_GET, TaskGetRequest(id))
+    status, body = await network.call(Kind.TASK_GET, TaskGetRequest(id), (200, 404))
     if status == 404:
         return None
-    if status != 200 or not isinstance(body, TaskGetResponse):
-        raise ServerError(Kind.TASK_GET, status, str(body))
-    return body.task
+    task: TaskRecord = body.task  # a TaskGetResponse
+    return task
 
 
 @dataclass(frozen=True)
@@ -464,7 +458,7 @@ class Promises:
         encoded = self._app.codec.encode(value)
         return await self._promise(Kind.PROMISE_SETTLE, PromiseSettleRequest(id, state, encoded))
 
-    async def _promise(self, kind: str, request: Any) -> DurablePromise:
+    async def _promise(self, kind: Kind, request: Any) -> DurablePromise:
         record = await send_promise(self._network, kind, request)
         self._app.waiter.notify(record)
         return DurablePromise(record, self._app.codec)
@@ -528,11 +522,9 @@ class Executions:
         then get a ``HaltedError`` with the new reason). ``ServerError`` (409) if it is not
         halted, (404) if there is no such execution."""
         network = self._app.runtime.network
-        status, body = await network.send(Kind.TASK_CONTINUE, TaskContinueRequest(id))
+        status, _ = await network.call(Kind.TASK_CONTINUE, TaskContinueRequest(id), (200, 409))
         if status == 409:
             raise ServerError(Kind.TASK_CONTINUE, status, f"execution {id!r} is not halted")
-        if status != 200:
-            raise ServerError(Kind.TASK_CONTINUE, status, str(body))
 
 
 class Schedules:
@@ -572,14 +564,9 @@ class Schedules:
         return await self._schedule(Kind.SCHEDULE_GET, ScheduleGetRequest(id))
 
     async def delete(self, id: str) -> None:
-        status, body = await self._app.runtime.network.send(
-            Kind.SCHEDULE_DELETE, ScheduleDeleteRequest(id)
-        )
-        if status != 200:
-            raise ServerError(Kind.SCHEDULE_DELETE, status, str(body))
+        await self._app.runtime.network.call(Kind.SCHEDULE_DELETE, ScheduleDeleteRequest(id))
 
-    async def _schedule(self, kind: str, request: Any) -> Schedule:
-        status, body = await self._app.runtime.network.send(kind, request)
-        if status != 200 or not isinstance(body, ScheduleResponse):
-            raise ServerError(kind, status, str(body))
-        return body.schedule
+    async def _schedule(self, kind: Kind, request: Any) -> Schedule:
+        _, body = await self._app.runtime.network.call(kind, request)
+        schedule: Schedule = body.schedule  # a ScheduleResponse
+        return schedule

@@ -40,20 +40,15 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from troth.protocol.envelope import encode_request
+from troth.protocol.envelope import decode_response, encode_request
+from troth.protocol.kinds import Kind
+from troth.protocol.messages import decode_delivered
 from troth.protocol.requests import Data
 from troth.protocol.responses import Reply
 from troth.sdk.clock import Clock
 from troth.sdk.errors import NetworkError
 from troth.sdk.http11 import Http11Client, Response
-from troth.sdk.network import (
-    OnConnect,
-    OnMessage,
-    corr_id,
-    decode_body,
-    decode_message,
-    error_message,
-)
+from troth.sdk.network import Network, OnConnect, OnMessage, corr_id
 
 log = logging.getLogger(__name__)
 
@@ -67,18 +62,7 @@ RETRY_LOG_INTERVAL = 5.0  # seconds between warnings about the same outage
 ACK_DELAY = 0.01  # seconds an acknowledgement waits for more frames to acknowledge with it
 
 
-class _Head(msgspec.Struct, rename="camel"):
-    corr_id: str
-    status: int
-
-
-class _Envelope(msgspec.Struct):
-    kind: str
-    head: _Head
-    data: msgspec.Raw = msgspec.Raw(b"null")
-
-
-class HttpNetwork:
+class HttpNetwork(Network):
     def __init__(
         self,
         url: str | Sequence[str],
@@ -124,7 +108,7 @@ class HttpNetwork:
             if not quiet:
                 log.warning("server %s failed; switching to %s", failed, self.url)
 
-    async def send(self, kind: str, data: Data) -> Reply:
+    async def send(self, kind: Kind, data: Data) -> Reply:
         cid = corr_id()
         response = await self._post(kind, encode_request(kind, data, cid, auth=self.token))
         if response.status == 413:
@@ -132,20 +116,17 @@ class HttpNetwork:
             # it is an answer, not a failure to reach the server.
             return Reply(413, response.body.decode(errors="replace"))
         try:
-            envelope = msgspec.json.decode(response.body, type=_Envelope)
+            answer = decode_response(response.body)
         except msgspec.DecodeError as e:
             raise NetworkError(
-                f"{kind}: HTTP {response.status} without an envelope: {response.body[:200]!r}"
+                f"{kind}: HTTP {response.status} without a readable envelope ({e}): "
+                f"{response.body[:200]!r}"
             ) from e
-        if envelope.head.corr_id != cid or envelope.kind != kind:
+        if answer.corr_id != cid or answer.kind != kind:
             raise NetworkError(f"{kind}: the response does not echo the request's kind and corrId")
-        status = envelope.head.status
-        if status in (200, 300):
-            return Reply(status, decode_body(kind, status, envelope.data))
-        message = msgspec.json.decode(envelope.data)
-        return Reply(status, error_message(kind, status, message))
+        return answer.reply
 
-    async def _post(self, kind: str, body: bytes) -> Response:
+    async def _post(self, kind: Kind, body: bytes) -> Response:
         """The server's answer to ``body``, retrying transient failures (see the module
         docstring) for up to ``request_retry`` seconds."""
         give_up = time.monotonic() + self.request_retry
@@ -244,7 +225,7 @@ class HttpNetwork:
     @staticmethod
     def _dispatch(payload: str, on_message: OnMessage) -> None:
         try:
-            message = decode_message(payload)
+            message = decode_delivered(payload)
         except msgspec.DecodeError as e:
             log.warning("dropped an undecodable message (%s): %.200s", e, payload)
             return

@@ -5,8 +5,9 @@ it reaches ``Service.handle``, so embedded mode refuses exactly what a server re
 the same 400 message; a storage failure answers 500 as the server would, so user code sees
 ``ServerError`` rather than a raw ``sqlite3`` exception.
 
-Three loops stand in for the server's background work: the timeouts loop fires due timeouts
-(promise deadlines, leases, retries, schedules) with ``fire_due``; the delivery loop hands
+Three loops stand in for the server's background work: the timeouts loop (the server's
+own, ``troth.storage.timeouts_loop``) fires due timeouts (promise deadlines, leases,
+retries, schedules) on the app's clock; the delivery loop hands
 outbox messages to this process's worker and acknowledges them; the watch loop notices
 commits by *other processes* on the same file (another app, a script settling a promise)
 and wakes the other two. Delivery takes every anycast message (any group: one process
@@ -29,32 +30,26 @@ import time
 from collections.abc import AsyncIterator
 
 from troth.protocol.addresses import parse_poll
-from troth.protocol.envelope import BadRequest, decode_request, encode_request
+from troth.protocol.envelope import BadRequest, decode_request, encode_request, error_text
+from troth.protocol.kinds import Kind
+from troth.protocol.messages import Message
 from troth.protocol.requests import Data
-from troth.protocol.responses import ExecuteData, Reply, TaskFenceResult, UnblockData
+from troth.protocol.responses import Reply
 from troth.sdk.clock import Clock, WallClock
-from troth.sdk.network import (
-    Execute,
-    Incoming,
-    OnConnect,
-    OnMessage,
-    Unblock,
-    corr_id,
-    error_message,
-    fence_reply,
-)
+from troth.sdk.network import Network, OnConnect, OnMessage, corr_id
 from troth.storage.service import Delivery
 from troth.storage.sqlite import SqliteService
+from troth.storage.timeouts_loop import TimeoutsLoop
 
 log = logging.getLogger(__name__)
 
 _BATCH = 100
 
-# After a request wakes the timeouts loop, it waits this long (s) before reading the next
+# After a request wakes the timeouts loop, it waits this long (ms) before reading the next
 # deadline again, so a burst of requests costs one read rather than one each (a read is a
 # thread hop and a query: measured at an eighth of the loop's time under load). A deadline
 # a request armed closer than this fires at most this late; virtual time waits for none.
-_COALESCE = 0.005
+_COALESCE_MS = 5
 
 # How often (s) the watch loop asks whether another process has committed to the file: a
 # promise settled elsewhere resumes its waiters here within about this long.
@@ -65,14 +60,19 @@ _WATCH = 0.1
 _PREFERENCE = 0.3
 
 
-class LocalNetwork:
+class LocalNetwork(Network):
     def __init__(self, service: SqliteService, clock: Clock, group: str, pid: str) -> None:
         self.service = service
         self.clock = clock
         self.group = group
         self.pid = pid
-        self._poke = asyncio.Event()
-        self._coalesce = _COALESCE if isinstance(clock, WallClock) else 0.0
+        # No max_sleep: the watch loop pokes it when another process commits.
+        self._timeouts = TimeoutsLoop(
+            _CountedTimers(self),
+            now=clock.now,
+            sleep=clock.sleep,
+            coalesce_ms=_COALESCE_MS if isinstance(clock, WallClock) else 0,
+        )
         # Virtual time is one process's: nobody else would take a message left to them.
         self._preference = _PREFERENCE if isinstance(clock, WallClock) else 0.0
         self._loops: list[asyncio.Task[None]] = []
@@ -95,7 +95,7 @@ class LocalNetwork:
         """Nothing in flight and no undelivered message announced."""
         return self.busy == 0 and not self.service.outbox_changed().is_set()
 
-    async def send(self, kind: str, data: Data) -> Reply:
+    async def send(self, kind: Kind, data: Data) -> Reply:
         try:
             # The request as a server would read it off the wire: one set of rules for both.
             request = decode_request(encode_request(kind, data, corr_id()))
@@ -109,12 +109,11 @@ class LocalNetwork:
             log.exception("embedded %s failed", kind)
             return Reply(500, f"Internal error: {error}")
         status, body = reply
-        self._poke.set()  # the request may have armed an earlier deadline
+        self._timeouts.poke()  # the request may have armed an earlier deadline
         if status not in (200, 300):
-            return Reply(status, error_message(kind, status, body))
-        if isinstance(body, TaskFenceResult):
-            body = fence_reply(body)
-        return Reply(status, body)
+            # The message a server's envelope would carry.
+            return Reply(status, error_text(kind, status, body))
+        return reply
 
     async def start(self, on_message: OnMessage, on_connect: OnConnect) -> None:
         self._on_message = on_message
@@ -126,7 +125,7 @@ class LocalNetwork:
             log.warning("embedded recovery failed; leases will lapse instead", exc_info=True)
         self._loops = [
             asyncio.create_task(self._deliver(), name="troth-embedded-delivery"),
-            asyncio.create_task(self._fire_timeouts(), name="troth-embedded-timeouts"),
+            asyncio.create_task(self._timeouts.run(), name="troth-embedded-timeouts"),
         ]
         if isinstance(self.clock, WallClock):
             # Virtual time (``troth.testing``) is one process's by construction.
@@ -140,42 +139,6 @@ class LocalNetwork:
             with contextlib.suppress(asyncio.CancelledError):
                 await loop
         self._loops = []
-
-    async def tick(self) -> int:
-        """Fire every timeout due now; what the timeouts loop does when it wakes."""
-        async with self._working():
-            return await self.service.fire_due(self.clock.now())
-
-    async def _fire_timeouts(self) -> None:
-        while True:
-            try:
-                self._poke.clear()
-                async with self._working():
-                    deadline = await self.service.next_deadline()
-                if deadline is not None and deadline <= self.clock.now():
-                    await self.tick()
-                    continue
-                await self._wait(deadline)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("embedded timeouts loop failed; retrying in 1 s")
-                await asyncio.sleep(1)
-
-    async def _wait(self, deadline: int | None) -> None:
-        """Until the deadline, or until a request may have changed it."""
-        waits: list[asyncio.Future[object]] = [asyncio.ensure_future(self._poke.wait())]
-        if deadline is not None:
-            waits.append(
-                asyncio.ensure_future(self.clock.sleep((deadline - self.clock.now()) / 1000))
-            )
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()
-        if self._coalesce and self._poke.is_set():
-            await asyncio.sleep(self._coalesce)
 
     async def _deliver(self) -> None:
         changed = self.service.outbox_changed()
@@ -248,7 +211,7 @@ class LocalNetwork:
             try:
                 if await self.service.committed_elsewhere():
                     self.service.outbox_changed().set()
-                    self._poke.set()
+                    self._timeouts.poke()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -256,13 +219,24 @@ class LocalNetwork:
                 await asyncio.sleep(1)
 
 
-def _incoming(delivery: Delivery) -> Incoming | None:
+class _CountedTimers:
+    """The service's timers, each call counted as the network's work: virtual time
+    (``troth.testing``) waits for a firing to finish before it moves on."""
+
+    def __init__(self, network: LocalNetwork) -> None:
+        self._network = network
+
+    async def fire_due(self, now: int) -> int:
+        async with self._network._working():
+            return await self._network.service.fire_due(now)
+
+    async def next_deadline(self) -> int | None:
+        async with self._network._working():
+            return await self._network.service.next_deadline()
+
+
+def _incoming(delivery: Delivery) -> Message | None:
     if parse_poll(delivery.address) is None:
         log.warning("embedded mode delivers only to poll addresses; dropped %s", delivery.address)
         return None
-    data = delivery.message.data
-    if isinstance(data, ExecuteData):
-        return Execute(data.task.id, data.task.version)
-    if isinstance(data, UnblockData):
-        return Unblock(data.promise)
-    return None
+    return delivery.message

@@ -3,11 +3,12 @@ and the server, which loses, duplicates and delays what it carries.
 
 A request is encoded as the SDK's HTTP transport would encode it and reaches the server
 after a hop (or never); the response envelope comes back after another hop (or never)
-and is decoded with the SDK's own ``decode_body``. A sender whose request or reply was
-lost gets a ``NetworkError`` after ``timeout_ms``, as an HTTP client's timeout would give
-it. Messages (execute, unblock) are routed as the poll hub routes them — ``uni`` to the
-named process, ``any`` to the named process if it is connected, else to any process of
-the group — and travel as the SSE payload the SDK decodes with ``decode_message``.
+and is decoded as that transport decodes it (``decode_response``). A sender whose request
+or reply was lost gets a ``NetworkError`` after ``timeout_ms``, as an HTTP client's
+timeout would give it. Messages (execute, unblock) are routed as the poll hub routes
+them — ``uni`` to the named process, ``any`` to the named process if it is connected,
+else to any process of the group — and travel as the SSE payload the SDK decodes with
+``decode_delivered``.
 
 A server restart cuts every connection: a request on the way (or sent while the server is
 down) fails after a hop, as a refused or reset connection does; a reply or message still
@@ -27,24 +28,20 @@ import msgspec
 from troth.oracle.snapshot import wire_message
 from troth.oracle.state import OutboxEntry
 from troth.protocol.addresses import parse_poll
+from troth.protocol.envelope import decode_response
+from troth.protocol.kinds import Kind
+from troth.protocol.messages import decode_delivered
 from troth.protocol.requests import Data
 from troth.protocol.responses import Reply
 from troth.sdk.errors import NetworkError
-from troth.sdk.network import (
-    OnConnect,
-    OnMessage,
-    corr_id,
-    decode_body,
-    decode_message,
-    error_message,
-)
+from troth.sdk.network import Network, OnConnect, OnMessage, corr_id
 
 from .faults import Faults
 from .scheduler import Scheduler
 from .server import SimServer
 
 
-class SimNetwork:
+class SimNetwork(Network):
     """One process's end of the wire (a ``troth.sdk.network.Network``)."""
 
     def __init__(self, wire: Wire, group: str, pid: str) -> None:
@@ -59,7 +56,7 @@ class SimNetwork:
         self.on_message: OnMessage | None = None
         self.on_connect: OnConnect | None = None
 
-    async def send(self, kind: str, data: Data) -> Reply:
+    async def send(self, kind: Kind, data: Data) -> Reply:
         return await self.wire.send(self, kind, data)
 
     async def start(self, on_message: OnMessage, on_connect: OnConnect) -> None:
@@ -130,7 +127,7 @@ class Wire:
             self.sched.after(self.faults.timeout_ms, partial(_fail, reply, kind, "reply lost"))
             return
         self.sched.log(f"{label} -> {status}")
-        answer = _decode(kind, status, response["data"])
+        answer = _decode(kind, response)
         back = partial(self._answer, reply, label, kind, answer, self.server.epoch)
         self.sched.after(self.faults.hop(self.rng), back)
 
@@ -210,16 +207,14 @@ class Wire:
             self.server.stats["message cut"] += 1
             return
         self.sched.log(f"{what}: delivered to {recipient.pid}")
-        message = decode_message(payload)
+        message = decode_delivered(payload)
         assert message is not None
         self.sched.call_as(recipient.pid, recipient.on_message, message)
 
 
-def _decode(kind: str, status: int, data: Any) -> Reply:
-    """A response envelope's data as the SDK's HTTP transport decodes it."""
-    if status in (200, 300):
-        return Reply(status, decode_body(kind, status, msgspec.json.encode(data)))
-    return Reply(status, error_message(kind, status, data))
+def _decode(kind: str, response: dict[str, Any]) -> Reply:
+    """A response envelope as the SDK's HTTP transport decodes it (a 413 has no kind)."""
+    return decode_response(msgspec.json.encode({"kind": kind, **response})).reply
 
 
 def _fail(reply: asyncio.Future[Reply], kind: str, why: str) -> None:
