@@ -31,6 +31,7 @@ from troth.storage.postgres.sweep import Run, fire_run
 from troth.storage.postgres.transaction import transact
 from troth.storage.service import Delivery, Retriable
 from troth.storage.snapshot import snapshot
+from troth.storage.sql.schema import clear
 
 T = TypeVar("T")
 
@@ -168,7 +169,7 @@ class PostgresService:
         return await self._transact(lambda store: snapshot(store.conn))
 
     async def reset(self) -> None:
-        await self._transact(lambda store: schema.clear(store.conn), write=True)
+        await self._transact(lambda store: clear(store.conn), write=True)
 
     async def ping(self) -> bool:
         try:

@@ -1,4 +1,4 @@
-"""``PostgresStore``: the engine's effects as SQL over one psycopg connection.
+"""``PostgresStore``: the engine's effects (``troth.storage.sql.store``) on a psycopg connection.
 
 The store does not begin or end transactions; ``troth.storage.postgres.transaction`` does.
 In a write transaction it follows the object-lock rule (``troth.storage.postgres.locks``):
@@ -20,98 +20,14 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from troth.engine.store import (
-    Task,
-    TaskTimeoutKind,
-    Timeout,
-    TimeoutKind,
-    outbox_key,
-    task_timeout,
-)
-from troth.protocol.records import ORIGIN, PromiseRecord, PromiseState, Schedule, TaskState
-from troth.protocol.responses import Message
+from troth.engine.store import Task, Timeout, TimeoutKind
+from troth.protocol.records import PromiseRecord, Schedule
 from troth.storage import codec
-from troth.storage.codec import PROMISE_COLUMNS, SCHEDULE_COLUMNS, TASK_COLUMNS
 from troth.storage.postgres import locks
 from troth.storage.postgres.locks import Namespace
-
-_UPSERT_PROMISE = f"""
-INSERT INTO promises ({PROMISE_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (id) DO UPDATE SET
-    state = excluded.state, param = excluded.param, value = excluded.value,
-    tags = excluded.tags, timeout_at = excluded.timeout_at,
-    created_at = excluded.created_at, settled_at = excluded.settled_at
-"""
-
-_UPSERT_TASK = f"""
-INSERT INTO tasks ({TASK_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)
-ON CONFLICT (id) DO UPDATE SET
-    state = excluded.state, version = excluded.version, ttl = excluded.ttl,
-    pid = excluded.pid, resumes = excluded.resumes
-"""
-
-_UPSERT_SCHEDULE = f"""
-INSERT INTO schedules ({SCHEDULE_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (id) DO UPDATE SET
-    cron = excluded.cron, promise_id = excluded.promise_id,
-    promise_timeout = excluded.promise_timeout, promise_param = excluded.promise_param,
-    promise_tags = excluded.promise_tags, created_at = excluded.created_at,
-    next_run_at = excluded.next_run_at, last_run_at = excluded.last_run_at
-"""
-
-# Append at the end of the awaited promise's list unless already registered.
-_ADD_CALLBACK = """
-INSERT INTO callbacks (awaited, awaiter, position)
-SELECT %(awaited)s, %(awaiter)s, coalesce(max(position), 0) + 1
-FROM callbacks WHERE awaited = %(awaited)s
-ON CONFLICT DO NOTHING
-"""
-
-_ADD_LISTENER = """
-INSERT INTO listeners (awaited, address, position)
-SELECT %(awaited)s, %(address)s, coalesce(max(position), 0) + 1
-FROM listeners WHERE awaited = %(awaited)s
-ON CONFLICT DO NOTHING
-"""
-
-# Driven by the awaiter index, so the cost is the settled promise's own registrations.
-_SCRUB = """
-DELETE FROM callbacks c USING promises p
-WHERE c.awaiter = %s AND p.id = c.awaited AND p.state = 'pending'
-"""
-
-# A newer message for the same key replaces the row and draws a fresh seq.
-_SET_MESSAGE = """
-INSERT INTO outbox (key, kind, address, message) VALUES (%s, %s, %s, %s)
-ON CONFLICT (key) DO UPDATE SET
-    seq = nextval('outbox_seq'), kind = excluded.kind,
-    address = excluded.address, message = excluded.message,
-    claimed_by = NULL, claimed_until = NULL
-"""
-
-# The armed timeouts in firing order (deadline, kind, id), each table read along its
-# deadline index; a task timeout's kind (0 retry, 1 lease) maps onto TimeoutKind by + 1.
-_TIMEOUTS = """
-(SELECT at, 0 AS kind, id FROM promise_timeouts WHERE at <= %(until)s
- ORDER BY at, id LIMIT %(limit)s)
-UNION ALL
-(SELECT at, kind + 1, id FROM task_timeouts WHERE at <= %(until)s
- ORDER BY at, kind, id LIMIT %(limit)s)
-UNION ALL
-(SELECT at, 3, id FROM schedule_timeouts WHERE at <= %(until)s
- ORDER BY at, id LIMIT %(limit)s)
-ORDER BY at, kind, id LIMIT %(limit)s
-"""
-
-_NEVER = 2**63 - 1
-
-# Which table and key columns hold each kind of timeout.
-_TIMEOUT_WHERE: dict[TimeoutKind, tuple[str, str, tuple[int, ...]]] = {
-    TimeoutKind.PROMISE: ("promise_timeouts", "id = %s", ()),
-    TimeoutKind.TASK_RETRY: ("task_timeouts", "id = %s AND kind = %s", (TaskTimeoutKind.RETRY,)),
-    TimeoutKind.TASK_LEASE: ("task_timeouts", "id = %s AND kind = %s", (TaskTimeoutKind.LEASE,)),
-    TimeoutKind.SCHEDULE: ("schedule_timeouts", "id = %s", ()),
-}
+from troth.storage.sql.dialect import POSTGRES
+from troth.storage.sql.queries import Queries
+from troth.storage.sql.store import SqlStore
 
 # A timeout entry as this transaction knows it: its deadline, or None when not armed.
 _Entry = tuple[TimeoutKind, str]
@@ -131,19 +47,18 @@ def _storable(id: str) -> bool:
     return "\x00" not in id
 
 
-class PostgresStore:
+class PostgresStore(SqlStore[psycopg.Connection]):
     """The ``troth.engine.Store`` effects on an open psycopg connection.
 
     ``locking`` is True in write transactions (take object locks) and False in read-only
     ones, which see one snapshot and need none.
     """
 
+    queries = Queries(POSTGRES)
+
     def __init__(self, conn: psycopg.Connection, retry_timeout: int, *, locking: bool) -> None:
-        self.conn = conn
-        self.retry_timeout = retry_timeout
+        super().__init__(conn, retry_timeout)
         self.locking = locking
-        # Set when a message is enqueued, so the owner sends NOTIFY and wakes delivery.
-        self.enqueued = False
         # The earliest deadline armed by this transaction: the timeouts sweep looks again
         # when a transition armed something already due.
         self.earliest_armed: int | None = None
@@ -173,8 +88,8 @@ class PostgresStore:
         self._keep_object(id, promise, task)
 
     def _queue_object(self, id: str) -> tuple[psycopg.Cursor, psycopg.Cursor]:
-        promise = self.conn.execute(f"SELECT {PROMISE_COLUMNS} FROM promises WHERE id = %s", (id,))
-        task = self.conn.execute(f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = %s", (id,))
+        promise = self.conn.execute(self.queries.get_promise, (id,))
+        task = self.conn.execute(self.queries.get_task, (id,))
         return promise, task
 
     def _keep_object(self, id: str, promise: psycopg.Cursor, task: psycopg.Cursor) -> None:
@@ -197,18 +112,14 @@ class PostgresStore:
 
     def set_promise(self, promise: PromiseRecord) -> None:
         self._take_lock(Namespace.PROMISE, promise.id)
-        self.conn.execute(_UPSERT_PROMISE, codec.promise_row(promise))
+        super().set_promise(promise)
         self._promises[promise.id] = promise
 
     def _registered(self, id: str) -> tuple[list[str], list[str]]:
         """Promise ``id``'s callbacks and listeners, both in one round trip."""
         if id not in self._registrations:
-            callbacks = self.conn.execute(
-                "SELECT awaiter FROM callbacks WHERE awaited = %s ORDER BY position", (id,)
-            )
-            listeners = self.conn.execute(
-                "SELECT address FROM listeners WHERE awaited = %s ORDER BY position", (id,)
-            )
+            callbacks = self.conn.execute(self.queries.callbacks, (id,))
+            listeners = self.conn.execute(self.queries.listeners, (id,))
             self._registrations[id] = (
                 [awaiter for (awaiter,) in callbacks.fetchall()],
                 [address for (address,) in listeners.fetchall()],
@@ -222,20 +133,19 @@ class PostgresStore:
         return list(self._registered(id)[1])
 
     def add_callback(self, awaited: str, awaiter: str) -> None:
-        self.conn.execute(_ADD_CALLBACK, {"awaited": awaited, "awaiter": awaiter})
+        super().add_callback(awaited, awaiter)
         self._registrations.pop(awaited, None)
 
     def add_listener(self, awaited: str, address: str) -> None:
-        self.conn.execute(_ADD_LISTENER, {"awaited": awaited, "address": address})
+        super().add_listener(awaited, address)
         self._registrations.pop(awaited, None)
 
     def clear_registrations(self, id: str) -> None:
-        self.conn.execute("DELETE FROM callbacks WHERE awaited = %s", (id,))
-        self.conn.execute("DELETE FROM listeners WHERE awaited = %s", (id,))
+        super().clear_registrations(id)
         self._registrations[id] = ([], [])
 
     def scrub(self, settled: str) -> None:
-        self.conn.execute(_SCRUB, (settled,))
+        super().scrub(settled)
         # Rows of other promises' lists went away; forget every list read so far.
         self._registrations.clear()
 
@@ -247,99 +157,50 @@ class PostgresStore:
 
     def set_task(self, task: Task) -> None:
         self._take_lock(Namespace.PROMISE, task.id)
-        self.conn.execute(_UPSERT_TASK, codec.task_row(task))
+        super().set_task(task)
         self._tasks[task.id] = task
 
     def get_schedule(self, id: str) -> Schedule | None:
         if id not in self._schedules:
-            row = None
+            schedule = None
             if _storable(id):
                 self._take_lock(Namespace.SCHEDULE, id)
-                row = self.conn.execute(
-                    f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE id = %s", (id,)
-                ).fetchone()
-            self._schedules[id] = None if row is None else codec.schedule(row)
+                schedule = super().get_schedule(id)
+            self._schedules[id] = schedule
         return self._schedules[id]
 
     def set_schedule(self, schedule: Schedule) -> None:
         self._take_lock(Namespace.SCHEDULE, schedule.id)
-        self.conn.execute(_UPSERT_SCHEDULE, codec.schedule_row(schedule))
+        super().set_schedule(schedule)
         self._schedules[schedule.id] = schedule
 
     def del_schedule(self, id: str) -> None:
         self._take_lock(Namespace.SCHEDULE, id)
-        self.conn.execute("DELETE FROM schedules WHERE id = %s", (id,))
+        super().del_schedule(id)
         self._schedules[id] = None
 
     # -- timeouts ---------------------------------------------------------------------------
 
-    def _armed(self, kind: TimeoutKind, id: str, at: int) -> None:
+    def _arm(self, kind: TimeoutKind, id: str, at: int) -> None:
+        super()._arm(kind, id, at)
         self._timeouts[(kind, id)] = at
         if self.earliest_armed is None or at < self.earliest_armed:
             self.earliest_armed = at
 
-    def set_promise_timeout(self, id: str, at: int) -> None:
-        self.conn.execute(
-            "INSERT INTO promise_timeouts (id, at) VALUES (%s, %s)"
-            " ON CONFLICT (id) DO UPDATE SET at = excluded.at",
-            (id, at),
-        )
-        self._armed(TimeoutKind.PROMISE, id, at)
-
-    def del_promise_timeout(self, id: str) -> None:
-        self.conn.execute("DELETE FROM promise_timeouts WHERE id = %s", (id,))
-        self._timeouts[(TimeoutKind.PROMISE, id)] = None
-
-    def set_task_timeout(self, id: str, kind: TaskTimeoutKind, at: int) -> None:
-        self.conn.execute(
-            "INSERT INTO task_timeouts (id, kind, at) VALUES (%s, %s, %s)"
-            " ON CONFLICT (id, kind) DO UPDATE SET at = excluded.at",
-            (id, int(kind), at),
-        )
-        self._armed(task_timeout(kind), id, at)
+    def _disarm(self, kind: TimeoutKind, id: str) -> None:
+        super()._disarm(kind, id)
+        self._timeouts[(kind, id)] = None
 
     def del_task_timeout(self, id: str) -> None:
-        self.conn.execute("DELETE FROM task_timeouts WHERE id = %s", (id,))
+        super().del_task_timeout(id)
         self._timeouts[(TimeoutKind.TASK_RETRY, id)] = None
         self._timeouts[(TimeoutKind.TASK_LEASE, id)] = None
-
-    def set_schedule_timeout(self, id: str, at: int) -> None:
-        self.conn.execute(
-            "INSERT INTO schedule_timeouts (id, at) VALUES (%s, %s)"
-            " ON CONFLICT (id) DO UPDATE SET at = excluded.at",
-            (id, at),
-        )
-        self._armed(TimeoutKind.SCHEDULE, id, at)
-
-    def del_schedule_timeout(self, id: str) -> None:
-        self.conn.execute("DELETE FROM schedule_timeouts WHERE id = %s", (id,))
-        self._timeouts[(TimeoutKind.SCHEDULE, id)] = None
-
-    def due(self, until: int, limit: int) -> list[Timeout]:
-        """Up to ``limit`` armed timeouts with deadline <= ``until``, in firing order."""
-        rows = self.conn.execute(_TIMEOUTS, {"until": until, "limit": limit}).fetchall()
-        return [Timeout(at, TimeoutKind(kind), id) for at, kind, id in rows]
-
-    def next_timeout(self) -> Timeout | None:
-        heads = self.due(_NEVER, 1)
-        return heads[0] if heads else None
-
-    def _armed_query(self, timeout: Timeout) -> psycopg.Cursor:
-        table, where, extra = _TIMEOUT_WHERE[timeout.kind]
-        return self.conn.execute(
-            f"SELECT 1 FROM {table} WHERE {where} AND at = %s", (timeout.id, *extra, timeout.at)
-        )
 
     def is_armed(self, timeout: Timeout) -> bool:
         known = self._timeouts.get((timeout.kind, timeout.id), ...)
         if known is not ...:
             return known == timeout.at
-        return self._armed_query(timeout).fetchone() is not None
-
-    def disarm(self, timeout: Timeout) -> None:
-        table, where, extra = _TIMEOUT_WHERE[timeout.kind]
-        self.conn.execute(f"DELETE FROM {table} WHERE {where}", (timeout.id, *extra))
-        self._timeouts[(timeout.kind, timeout.id)] = None
+        return super().is_armed(timeout)
 
     def claim(self, timeout: Timeout, *, wait: bool) -> bool | None:
         """Take the lock of ``timeout``'s object for firing it: True when it is ours and
@@ -370,67 +231,14 @@ class PostgresStore:
         self._timeouts[(timeout.kind, timeout.id)] = timeout.at
         return True
 
-    # -- outbox -----------------------------------------------------------------------------
-
-    def set_message(self, address: str, message: Message) -> None:
-        key = outbox_key(address, message)
-        self.conn.execute(
-            _SET_MESSAGE, (codec.text(key), message.kind, address, codec.text(message))
-        )
-        self.enqueued = True
-
     # -- queries of the extensions ----------------------------------------------------------
-
-    def search_promises(
-        self, state: PromiseState | None, tags: dict[str, str], after: str | None, limit: int
-    ) -> Generator[PromiseRecord, None, None]:
-        where, args = _tag_filter("tags", tags)
-        if ORIGIN in tags:
-            # Lets the planner walk the origin index (the CLI's tree view pages this way).
-            where.append("origin = %s")
-            args.append(tags[ORIGIN])
-        if state is not None:
-            where.append("state = %s")
-            args.append(state.value)
-        _after(where, args, after)
-        query = f"SELECT {PROMISE_COLUMNS} FROM promises {_where(where)} ORDER BY id LIMIT %s"
-        return self._stream(query, (*args, limit), codec.promise)
-
-    def search_tasks(
-        self, state: TaskState | None, after: str | None, limit: int
-    ) -> Generator[Task, None, None]:
-        where: list[str] = []
-        args: list[object] = []
-        if state is not None:
-            where.append("state = %s")
-            args.append(state.value)
-        _after(where, args, after)
-        query = f"SELECT {TASK_COLUMNS} FROM tasks {_where(where)} ORDER BY id LIMIT %s"
-        return self._stream(query, (*args, limit), codec.task)
-
-    def search_schedules(
-        self, tags: dict[str, str], after: str | None, limit: int
-    ) -> Generator[Schedule, None, None]:
-        where, args = _tag_filter("promise_tags", tags)
-        _after(where, args, after)
-        query = f"SELECT {SCHEDULE_COLUMNS} FROM schedules {_where(where)} ORDER BY id LIMIT %s"
-        return self._stream(query, (*args, limit), codec.schedule)
-
-    def settled_in_branch(self, branch: str, excluding: str) -> list[PromiseRecord]:
-        rows = self._rows(
-            f"SELECT {PROMISE_COLUMNS} FROM promises"
-            " WHERE branch = %s AND id <> %s AND state <> 'pending' ORDER BY id",
-            (branch, excluding),
-        )
-        return [codec.promise(row) for row in rows]
 
     def _stream(
         self, query: str, args: tuple[Any, ...], decode: Callable[[Any], T]
     ) -> Generator[T, None, None]:
-        """The rows of a query, decoded, fetched a few at a time through a cursor of the
-        transaction: a client-side result would hold every row at once, and a search's
-        caller stops reading where its page is full. The cursor ends with the transaction
-        (which runs one search)."""
+        """The rows fetched a few at a time through a cursor of the transaction: a
+        client-side result would hold every row at once. The cursor ends with the
+        transaction (which runs one search)."""
         if not all(_storable(arg) for arg in args if isinstance(arg, str)):
             return  # nothing stored can match a NUL
         self.conn.execute(f"DECLARE {_CURSOR} NO SCROLL CURSOR FOR {query}", args)
@@ -438,27 +246,7 @@ class PostgresStore:
             for row in rows:
                 yield decode(row)
 
-    def _rows(self, query: str, args: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    def _rows(self, query: str, args: tuple[Any, ...]) -> list[Any]:
         if not all(_storable(arg) for arg in args if isinstance(arg, str)):
             return []  # nothing stored can match a NUL
-        return self.conn.execute(query, args).fetchall()
-
-
-def _tag_filter(column: str, tags: dict[str, str]) -> tuple[list[str], list[object]]:
-    """Containment: every pair must be present with an equal value."""
-    where: list[str] = []
-    args: list[object] = []
-    for key, value in tags.items():
-        where.append(f"{column} ->> %s = %s")
-        args += [key, value]
-    return where, args
-
-
-def _after(where: list[str], args: list[object], after: str | None) -> None:
-    if after is not None:
-        where.append("id > %s")
-        args.append(after)
-
-
-def _where(conditions: list[str]) -> str:
-    return f"WHERE {' AND '.join(conditions)}" if conditions else ""
+        return super()._rows(query, args)

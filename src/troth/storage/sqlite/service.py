@@ -27,6 +27,7 @@ from troth.protocol.envelope import Request
 from troth.protocol.responses import Reply, Snapshot
 from troth.storage.service import Delivery
 from troth.storage.snapshot import snapshot
+from troth.storage.sql.schema import clear
 from troth.storage.sqlite import liveness, outbox, schema
 from troth.storage.sqlite.store import SqliteStore
 from troth.storage.sqlite.writer import Writer
@@ -166,7 +167,7 @@ class SqliteService:
         return await self._read(lambda store: snapshot(store.conn))
 
     async def reset(self) -> None:
-        await self._write(lambda store: schema.clear(store.conn))
+        await self._write(lambda store: clear(store.conn))
 
     async def ping(self) -> bool:
         """Whether storage answers, and takes writes if the last write transaction failed."""
