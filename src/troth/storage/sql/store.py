@@ -37,14 +37,15 @@ class SqlStore(ABC, Generic[C]):
         # Set when a message is enqueued, so the owner can wake the delivery loop.
         self.enqueued = False
 
-    def _one(self, query: str, *args: object) -> Any:
-        return self.conn.execute(query, args).fetchone()
+    def _get(self, query: str, id: str, decode: Callable[[Any], T]) -> T | None:
+        """The record keyed ``id``, or None."""
+        row = self.conn.execute(query, (id,)).fetchone()
+        return None if row is None else decode(row)
 
     # -- promises ---------------------------------------------------------------------------
 
     def get_promise(self, id: str) -> PromiseRecord | None:
-        row = self._one(self.queries.get_promise, id)
-        return None if row is None else codec.promise(row)
+        return self._get(self.queries.get_promise, id, codec.promise)
 
     def set_promise(self, promise: PromiseRecord) -> None:
         self.conn.execute(self.queries.set_promise, codec.promise_row(promise))
@@ -73,15 +74,13 @@ class SqlStore(ABC, Generic[C]):
     # -- tasks and schedules ----------------------------------------------------------------
 
     def get_task(self, id: str) -> Task | None:
-        row = self._one(self.queries.get_task, id)
-        return None if row is None else codec.task(row)
+        return self._get(self.queries.get_task, id, codec.task)
 
     def set_task(self, task: Task) -> None:
         self.conn.execute(self.queries.set_task, codec.task_row(task))
 
     def get_schedule(self, id: str) -> Schedule | None:
-        row = self._one(self.queries.get_schedule, id)
-        return None if row is None else codec.schedule(row)
+        return self._get(self.queries.get_schedule, id, codec.schedule)
 
     def set_schedule(self, schedule: Schedule) -> None:
         self.conn.execute(self.queries.set_schedule, codec.schedule_row(schedule))
