@@ -153,7 +153,8 @@ class Queries:
     ) -> tuple[str, tuple[object, ...]]:
         where, args = self._tag_filter("tags", tags)
         if ORIGIN in tags:
-            # Lets the planner walk the origin index (a call tree is paged this way).
+            # Lets the planner walk the origin index: a client lists an execution's call tree
+            # by paging the search for its origin (as the reference CLI's ``resonate tree``).
             where.append("origin = ?")
             args.append(tags[ORIGIN])
         if state is not None:

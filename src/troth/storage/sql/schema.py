@@ -11,8 +11,8 @@ Layout choices, each for a query the server runs on every request or sweep:
   own callbacks and the settlement scrub removes its registrations in O(rows affected);
   ``position`` keeps Lean's registration order;
 - the generated ``branch`` and ``origin`` columns index the two tags the server queries
-  (preload by branch; a search by origin, which pages through a call tree) without a
-  table of tags;
+  (preload by branch; a search by origin, with which a client pages through an
+  execution's call tree) without a table of tags;
 - each timeout table is indexed by deadline in firing order, so finding the next due
   timeout reads one index entry per table;
 - the outbox ``seq`` is fresh for every version of a message (an upsert replaces the row
