@@ -32,6 +32,9 @@ from troth.protocol import Kind
 
 from ._client import MAX_BODY_BYTES, HttpMachine
 
+# Slow: hypothesis drives a troth serve process for seconds a test (tests/protocol: in-process).
+pytestmark = pytest.mark.slow
+
 FUZZ = settings(
     max_examples=250,
     deadline=None,

@@ -42,6 +42,9 @@ from .test_bad_input import (
     seed,
 )
 
+# Slow: hypothesis drives a troth serve process for seconds a test (tests/protocol: in-process).
+pytestmark = pytest.mark.slow
+
 STATIC = "conformance-static-token-0123456789"
 KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 

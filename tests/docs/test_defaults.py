@@ -51,6 +51,7 @@ def test_the_server_default_database_is_not_the_embedded_one(capsys):
     assert DEFAULT_DB == "troth.db"
 
 
+@pytest.mark.slow  # a troth serve process
 def test_the_startup_line_names_the_default_database(tmp_path):
     port = free_port()
     log = tmp_path / "log"

@@ -45,6 +45,7 @@ def test_the_docs_have_code_blocks_to_check():
     assert len(SHELL) >= 10
 
 
+@pytest.mark.slow  # each block runs in a Python process of its own, some against a troth serve
 @pytest.mark.parametrize("block", [b for b in PYTHON if not b.fragment], ids=lambda b: b.name)
 def test_a_python_block_runs_as_shown(block: Block, tmp_path: Path):
     script = tmp_path / "block.py"

@@ -27,6 +27,9 @@ from tests.support.servers import TrothServer
 
 from ._support import REPO, user_server
 
+# Slow: each test runs an example in processes and kills it.
+pytestmark = pytest.mark.slow
+
 EXAMPLES = REPO / "examples"
 
 
@@ -99,7 +102,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrothServer]:
     server.close()
 
 
-@pytest.mark.slow  # the rerun waits for the dead worker's lease (30 s) to lapse
 @pytest.mark.parametrize(
     "case", [c for c in CASES if c.example in ("countdown", "saga")], ids=case_id
 )

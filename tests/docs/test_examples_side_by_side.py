@@ -71,6 +71,7 @@ def test_examples_side_by_side_on_one_server_take_only_their_own_tasks(tmp_path)
     assert UNREGISTERED not in worker_log, worker_log
 
 
+@pytest.mark.slow  # troth worker processes
 def test_troth_worker_imports_the_app_from_the_directory_it_starts_in(tmp_path):
     (tmp_path / "shop.py").write_text(
         "from troth import Context, Troth\n"
@@ -87,6 +88,7 @@ def test_troth_worker_imports_the_app_from_the_directory_it_starts_in(tmp_path):
     assert "serving order for group 'shop'" in until_serving(worker)
 
 
+@pytest.mark.slow  # troth worker processes
 def test_troth_worker_serves_the_group_its_help_says_it_reads_from_the_environment(tmp_path):
     """``--group`` says (env TROTH_GROUP): it applies to an app that names its own group."""
     env = clean_env(TROTH_URL="http://127.0.0.1:9", TROTH_GROUP="elsewhere")

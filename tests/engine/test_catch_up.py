@@ -95,6 +95,7 @@ def oracle_run() -> list[Any]:
     return answers
 
 
+@pytest.mark.slow  # seconds: the oracle's one-shot catch-up of 1,500 occurrences, then ours
 @pytest.mark.parametrize("chunk", [1, 7, CATCH_UP_CHUNK])
 def test_a_chunked_catch_up_ends_where_the_oracles_one_shot_catch_up_does(
     tmp_path: Path, chunk: int

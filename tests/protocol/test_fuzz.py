@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -113,6 +114,7 @@ def test_envelopes_with_arbitrary_parts_decode_or_are_refused(
     check(dumps({"kind": kind, "head": head, "data": data}))
 
 
+@pytest.mark.slow  # seconds: 300 examples of every kind
 @FUZZ
 @given(kind=st.sampled_from(sorted(Kind)), data=objects)
 def test_every_kind_with_arbitrary_data_decodes_or_is_refused(kind: str, data: Any) -> None:
@@ -159,6 +161,7 @@ def _at(value: Any, path: tuple[str | int, ...]) -> Any:
     return value
 
 
+@pytest.mark.slow  # seconds: 600 examples
 @settings(FUZZ, max_examples=600)
 @given(mutated())
 def test_mutated_valid_requests_decode_or_are_refused(case: tuple[str, Any]) -> None:

@@ -42,3 +42,11 @@ def make_cluster(db_url: str, tmp_path: Path) -> Iterator[Callable[..., Cluster]
     yield make
     for cluster in clusters:
         cluster.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here needs PostgreSQL: marked ``pg`` (``-m "not pg"``)."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.path).parents:
+            item.add_marker(pytest.mark.pg)

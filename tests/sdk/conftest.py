@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.sdk.modes import MODES
 from tests.support.servers import TrothServer
 from troth.sdk import Troth
 from troth.testing import VirtualTroth
@@ -32,7 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrothServer]:
     s.close()
 
 
-@pytest.fixture(params=["embedded", "remote"])
+@pytest.fixture(params=MODES)
 def make_app(request: pytest.FixtureRequest) -> Callable[..., Troth]:
     """A factory of apps in the parametrized mode; remote apps get a group of their own."""
     if request.param == "embedded":
@@ -53,7 +54,7 @@ def uid() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
 
 
-@pytest.fixture(params=["embedded", "remote"])
+@pytest.fixture(params=MODES)
 def mode_env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
     """The environment that puts a worker process (``support.processes``) in the
     parametrized mode: a database file of its own, or the shared server and a fresh group."""

@@ -144,6 +144,7 @@ async def until(status: ExecutionStatus, client: Troth, id: str) -> None:
             now = await client.executions.status(id)
 
 
+@pytest.mark.slow  # a worker process
 async def test_cancel_during_a_step_lets_it_finish_and_stops_at_the_next_call(
     mode_env, tmp_path, client
 ):
@@ -169,6 +170,7 @@ async def test_cancel_during_a_step_lets_it_finish_and_stops_at_the_next_call(
     }
 
 
+@pytest.mark.slow  # a worker process
 async def test_cancel_during_a_sleep_wakes_it_and_runs_its_cleanup(mode_env, tmp_path, client):
     w = start(tmp_path, mode_env)
     try:
@@ -183,6 +185,7 @@ async def test_cancel_during_a_sleep_wakes_it_and_runs_its_cleanup(mode_env, tmp
     assert ledger(tmp_path / "ledger") == {"before sleep": 1, "cleanup sleeper": 1}
 
 
+@pytest.mark.slow  # worker processes
 async def test_cancel_while_suspended_with_no_worker_runs_when_one_starts(
     mode_env, tmp_path, client
 ):
@@ -204,6 +207,7 @@ async def test_cancel_while_suspended_with_no_worker_runs_when_one_starts(
     assert ledger(tmp_path / "ledger") == {"before sleep": 1, "cleanup sleeper": 1}
 
 
+@pytest.mark.slow  # worker processes
 async def test_cancel_reaches_an_rpc_child_on_another_group_three_levels_deep(
     mode_env, tmp_path, client
 ):

@@ -61,6 +61,7 @@ def test_the_public_api_is_importable_from_troth():
     assert set(troth.__all__) >= {"Troth", "Context", "Handle", "Options", "Never"}
 
 
+@pytest.mark.slow  # a troth worker process against a troth serve process
 async def test_troth_worker_takes_url_and_group_and_says_where_it_runs(server, tmp_path: Path):
     write_module(
         tmp_path,

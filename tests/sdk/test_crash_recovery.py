@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+# Slow: every test runs workflows in processes of their own and kills or stops them.
+pytestmark = pytest.mark.slow
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "crash_recovery.py"
 
 

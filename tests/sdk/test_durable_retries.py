@@ -38,6 +38,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow  # worker processes, one killed mid-attempt
 async def test_a_kill_during_an_attempt_does_not_add_attempts(mode_env, tmp_path):
     write_module(tmp_path, "payments", APP)
     id = f"pay-{uuid.uuid4().hex[:6]}"

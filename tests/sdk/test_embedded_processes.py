@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+# Slow: every test runs workflows in processes of their own and kills or stops them.
+pytestmark = pytest.mark.slow
+
 # An app on the file given as argv[1]. ``wait workflow|promise OUT``: wait for a promise
 # settled elsewhere (awaited by a suspended workflow, or by a caller's ``result()``) and
 # write the instant the value arrived. ``pipeline LEDGER HANG_AT``: run four steps, each

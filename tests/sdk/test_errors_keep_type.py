@@ -319,6 +319,7 @@ async def checkout_in_a_worker(tmp_path: Path, mode_env: dict[str, str]) -> Base
                 process.kill()
 
 
+@pytest.mark.slow  # a worker process
 async def test_a_class_loaded_in_both_processes_crosses_as_itself(
     mode_env, tmp_path, errors_module, importable
 ):
@@ -329,6 +330,7 @@ async def test_a_class_loaded_in_both_processes_crosses_as_itself(
     assert f"raise {errors_module}.PaymentDeclined(order, cents)" in error.remote_traceback
 
 
+@pytest.mark.slow  # a worker process
 async def test_a_class_unknown_here_arrives_as_remote_error_with_its_qualified_name(
     mode_env, tmp_path, errors_module
 ):

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# Slow: each test runs an example script in a process of its own.
+pytestmark = pytest.mark.slow
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 

@@ -13,7 +13,7 @@ import pytest
 from tests.support.processes import ledger, wait_for, worker, write_module
 from troth.sdk import Troth
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # slow: worker processes, killed or stopped
 
 APP = """
 def slow_step(n: int) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.sdk.modes import MODES
 from troth.sdk import Context, ExecutionStatus, HaltedError, ServerError, Troth
 
 pytestmark = pytest.mark.anyio
@@ -62,7 +63,7 @@ async def halted(waiting: Any) -> HaltedError:
     return e.value
 
 
-@pytest.fixture(params=["embedded", "remote"])
+@pytest.fixture(params=MODES)
 def apps(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[..., Troth]:
     """Apps that share one history (one database file, or one server): workers, or with
     ``caller=True`` an app that only calls. Against a server that is an app in a group of
@@ -133,6 +134,7 @@ async def test_a_halt_after_a_resume_is_reported_again(apps, uid):
     assert LEDGER == {"charge acct 100": 1}
 
 
+@pytest.mark.slow  # a caller in a second process
 async def test_a_caller_in_another_process_sees_the_halt_and_the_resumed_result(apps, uid):
     first = apps()
     first.register(flow, name="flow")

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.sdk.modes import MODES
 from troth.protocol.records import TaskState
 from troth.protocol.requests import TaskGetRequest
 from troth.sdk import Context, Troth
@@ -50,7 +51,7 @@ def fresh_ledger() -> None:
     LEDGER.clear()
 
 
-@pytest.fixture(params=["embedded", "remote"])
+@pytest.fixture(params=MODES)
 def make_app(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Troth]:
     """Apps that share one history: one database file, or one server and group."""
     if request.param == "embedded":

@@ -16,6 +16,9 @@ import pytest
 from tests.support.servers import TrothServer
 from troth import Context, Troth
 
+# Slow: a troth serve process.
+pytestmark = pytest.mark.slow
+
 
 def unblocks(server: TrothServer) -> list[dict[str, object]]:
     envelope = {

@@ -204,6 +204,7 @@ async def wait_until(condition: Callable[[], bool], seconds: float = 20) -> None
         await asyncio.sleep(0.02)
 
 
+@pytest.mark.slow  # a troth serve process, killed and restarted
 async def test_a_server_killed_and_restarted_mid_run_fails_no_caller_and_repeats_no_step(
     start_server: Callable[..., TrothServer], tmp_path: Path
 ):

@@ -120,6 +120,7 @@ async def test_arguments_over_the_limit_fail_at_the_call(make_app, uid):
     assert (await run(app, f"{uid}-args", caller)).startswith("refused: a value of type dict")
 
 
+@pytest.mark.slow  # a troth serve process
 async def test_a_server_with_a_lower_limit_rejects_the_step_once(start_server, uid):
     """The SDK's limit above the server's: the server's 413 rejects the step, once."""
     server = start_server("--max-body-bytes", "200000")

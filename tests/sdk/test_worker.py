@@ -10,7 +10,7 @@ import pytest
 
 from troth.sdk import Context, Troth
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # slow: a troth serve process
 
 
 async def test_the_heartbeat_keeps_a_long_step_from_losing_its_lease(server, uid):

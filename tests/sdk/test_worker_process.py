@@ -15,7 +15,7 @@ import pytest
 
 from troth.sdk import Troth
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # slow: worker processes, killed or stopped
 
 
 async def test_a_worker_process_serves_rpcs_from_a_client_that_runs_no_worker(server, tmp_path):

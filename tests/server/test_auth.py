@@ -38,6 +38,9 @@ from tests.support.servers import BACKENDS, FAR, VERSION, TrothServer, serve
 from tests.support.waiting import eventually
 from troth.cli import _parser, config_from
 
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
+
 ISS, AUD = "https://issuer.test", "troth-tests"
 STATIC = "static-" + "s3cret" * 6
 TARGET = {"resonate:target": "poll://any@g"}

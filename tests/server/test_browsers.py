@@ -19,6 +19,9 @@ import pytest
 
 from tests.support.servers import BACKENDS, TrothServer, serve
 
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
+
 EVIL = "http://evil.example"
 APP = "https://app.example"
 SECRET = "secret-internals-7f3a"

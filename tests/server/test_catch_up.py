@@ -19,6 +19,9 @@ from tests.support.postgres import cluster_url, fresh_database
 from tests.support.servers import BACKENDS, TrothServer, now_ms
 from tests.support.waiting import eventually
 
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
+
 MISSED = 10_000_000  # occurrences the catch-up owes: one a second for ~116 days
 SHUTDOWN_TIMEOUT = 3000  # ms
 HEALTH_WITHIN = 0.1  # s
@@ -50,7 +53,6 @@ def last_run_at(server: TrothServer) -> int:
     return server.ok("schedule.get", {"id": "every-second"})["schedule"].get("lastRunAt", 0)
 
 
-@pytest.mark.slow
 def test_a_catch_up_of_ten_million_occurrences_blocks_neither_health_nor_shutdown(
     start_server: Callable[..., TrothServer], db_flags: tuple[str, ...]
 ) -> None:

@@ -20,6 +20,9 @@ from tests.support.sse import SseClient
 from troth.cli import _parser, config_from
 from troth.server.config import ServerConfig
 
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
+
 
 def config(argv: list[str], env: dict[str, str] | None = None) -> ServerConfig:
     return config_from(_parser().parse_args(argv), env or {})

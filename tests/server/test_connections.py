@@ -20,6 +20,9 @@ from tests.support.servers import BACKENDS, FAR, VERSION, TrothServer, serve
 from tests.support.sse import SseClient
 from tests.support.waiting import eventually
 
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
+
 HALF_SENT = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"  # no blank line
 
 
@@ -166,7 +169,6 @@ def large_promise(server: TrothServer, size: int = 1_500_000) -> bytes:
     return post(envelope("promise.get", {"id": "big"}))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_clients_that_never_read_do_not_grow_the_server_without_bound(
     tmp_path: Path,

@@ -27,6 +27,9 @@ from tests.support.servers import FAR, TrothServer
 from tests.support.sse import SseClient
 from tests.support.waiting import eventually
 
+# Slow: load on a troth serve process (backlogs, push storms, idle loops), seconds each.
+pytestmark = pytest.mark.slow
+
 _TICKS = os.sysconf("SC_CLK_TCK")
 
 # An HTTP/1.1 server answering 503 to every request, with keep-alive, in a process of its
@@ -167,7 +170,6 @@ def test_failing_push_targets_do_not_snowball(
     failure_storm(start_server, failing_target, targets=500, seconds=20)
 
 
-@pytest.mark.slow
 def test_two_thousand_failing_push_targets_for_two_minutes(
     start_server: Callable[..., TrothServer], failing_target: str
 ) -> None:

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tests.support.servers import FAR, TrothServer, now_ms
 from tests.support.sse import SseClient
 from tests.support.waiting import eventually
+
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
 
 
 def test_acknowledged_writes_survive_kill_9(server: TrothServer) -> None:

@@ -24,6 +24,9 @@ from troth.server import App, ServerConfig
 from troth.storage.service import Retriable
 from troth.storage.sqlite import SqliteService
 
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
+
 
 class FailingService(SqliteService):
     async def handle(self, request: Request, now: int) -> Reply:

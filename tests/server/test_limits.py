@@ -27,6 +27,9 @@ from troth.protocol.limits import (
     MAX_TAGS,
 )
 
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
+
 TARGET = "poll://any@workers"
 CONTROL = "must not contain null bytes or other control characters (U+0000-U+001F, U+007F)"
 UNADDRESSABLE = "must not contain control characters, quotes or backslashes: percent-encode them"

@@ -15,7 +15,7 @@ from tests.support.ports import free_port
 from tests.support.servers import TrothServer
 from troth import ServerError, Troth
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # slow: troth serve processes per test
 
 
 def serve(db: Path) -> subprocess.CompletedProcess[str]:

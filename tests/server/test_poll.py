@@ -8,9 +8,14 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+import pytest
+
 from tests.support.servers import TrothServer
 from tests.support.sse import SseClient
 from tests.support.waiting import eventually
+
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
 
 FRAME = re.compile(rb"data: [^\n]+\n\n")
 

@@ -15,6 +15,9 @@ from tests.support.sse import SseClient
 
 from .test_auth import AUD, ISS, Keys, keys, token  # noqa: F401 (keys is a fixture)
 
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
+
 TARGET = {"resonate:target": "poll://any@payments/w1"}
 
 

@@ -5,9 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import pytest
+
 from tests.support.push import PushTarget
 from tests.support.servers import TrothServer
 from tests.support.waiting import eventually
+
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
 
 
 def test_an_execute_is_posted_to_its_target_and_acked_on_2xx(

@@ -18,6 +18,9 @@ from tests.support.push import PushTarget
 from tests.support.servers import BACKENDS, FAR, TrothServer, serve
 from tests.support.waiting import eventually
 
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
+
 TARGET = "resonate:target"
 
 

@@ -17,6 +17,9 @@ import pytest
 
 from tests.support.servers import TrothServer
 
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def small_disk(tmp_path: Path):

@@ -7,6 +7,9 @@ import pytest
 
 from tests.support.servers import TrothServer
 
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
+
 GONE = {"error": "This endpoint is no longer supported. Please update to the latest SDK."}
 
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 
+import pytest
+
 from tests.support.servers import FAR, TrothServer
+
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
 
 JSON = {"content-type": "application/json"}
 EMPTY_SNAP = {

@@ -5,9 +5,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import pytest
+
 from tests.support.servers import TrothServer, now_ms
 from tests.support.sse import SseClient
 from tests.support.waiting import eventually
+
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
 
 
 def stored_state(server: TrothServer, id: str) -> str:

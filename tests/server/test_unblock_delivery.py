@@ -20,6 +20,9 @@ from tests.support.servers import TrothServer
 from tests.support.sse import SseClient
 from tests.support.waiting import eventually
 
+# Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
+pytestmark = pytest.mark.slow
+
 ADDRESS = "poll://uni@g/w1"
 
 
@@ -72,7 +75,6 @@ def test_unblocks_written_into_a_stalled_stream_that_dies_arrive_after_it_reconn
     stalled_then_dead(server, 200)
 
 
-@pytest.mark.slow
 def test_two_thousand_unblocks_survive_a_stalled_then_dead_stream(server: TrothServer) -> None:
     stalled_then_dead(server, 2000)
 

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# Slow: runs mypy in a subprocess; the CI gate (python -m mypy) checks good.py too.
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).parent
 ROOT = HERE.parent.parent
 

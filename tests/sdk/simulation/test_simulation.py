@@ -39,7 +39,15 @@ from .simulator import Result, Simulation
 from .workflows import CANCELED, CHANGED, EXPECTED, REJECTED, ROOTS
 
 ONE = os.environ.get("SIM_SEED")
-SEEDS = [int(ONE)] if ONE else range(int(os.environ.get("SIM_SEEDS", "200")))
+FAST_SEEDS = 5  # the fast suite's share; the others are marked slow
+SEEDS = (
+    [int(ONE)]
+    if ONE
+    else [
+        seed if seed < FAST_SEEDS else pytest.param(seed, marks=pytest.mark.slow)
+        for seed in range(int(os.environ.get("SIM_SEEDS", "200")))
+    ]
+)
 
 
 @pytest.fixture(scope="module")
@@ -210,6 +218,7 @@ def test_the_ledger_catches_an_sdk_that_records_an_unencodable_value_as_a_succes
     assert any(p.startswith("unstorable:1: recorded resolved") for p in found), found
 
 
+@pytest.mark.slow  # a second Python process runs a whole simulation
 def test_a_seed_runs_the_same_in_another_process() -> None:
     """``SIM_SEED`` reproduces a failure in a new process, whose string hashing (and so any
     set's order) differs: nothing in the run may depend on it."""
