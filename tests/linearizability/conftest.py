@@ -22,7 +22,7 @@ import pytest
 
 from tests.linearizability.history import RETRY_TIMEOUT
 from tests.linearizability.targets import HttpTarget, Opener, ServiceTarget, Target
-from tests.storage_pg.conftest import Schema
+from tests.support.postgres import Schema
 from tests.support.servers import TrothServer
 from troth.storage.postgres import PostgresService
 from troth.storage.sqlite import SqliteService
@@ -112,7 +112,7 @@ def _http_opener(urls: list[str]) -> Opener:
 BACKENDS = [
     "sqlite",
     pytest.param("postgres", marks=pytest.mark.pg),
-    "sqlite-server",
+    pytest.param("sqlite-server", marks=pytest.mark.slow),  # a troth serve process
     pytest.param("postgres-servers", marks=pytest.mark.pg),
 ]
 

@@ -6,7 +6,7 @@ import asyncio
 import time
 from pathlib import Path
 
-from tests.storage.test_service import targeted
+from tests.support.storage import targeted
 from troth.storage.postgres import PostgresService
 from troth.storage.service import Delivery
 from troth.storage.sqlite import SqliteService

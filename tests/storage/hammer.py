@@ -1,9 +1,10 @@
-"""The child of the crash test: hammer a SqliteService with writes, report acknowledgements.
+"""The child of the crash test: hammer a storage service with writes, report acknowledgements.
 
-Usage: ``python hammer.py DB``. Eight concurrent workers each loop: task.create of a fresh
-promise, register a listener on it, task.fulfill it. After each answer the worker prints
-``<step> <id>`` and flushes, so every line the parent reads is an acknowledged write. It
-runs until killed.
+Usage, from the repository root: ``python -m tests.storage.hammer sqlite PATH`` or
+``python -m tests.storage.hammer pg CONNINFO``. Eight concurrent workers each loop:
+task.create of a fresh promise, register a listener on it, task.fulfill it. After each
+answer the worker prints ``<step> <id>`` and flushes, so every line the parent reads is an
+acknowledged write. It runs until killed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from troth.protocol.requests import (
     TaskCreateRequest,
     TaskFulfillRequest,
 )
+from troth.storage.postgres import PostgresService
+from troth.storage.service import Service
 from troth.storage.sqlite import SqliteService
 
 TARGET = "poll://any@workers"
@@ -50,7 +53,7 @@ def fulfill(id: str) -> Request:
     )
 
 
-async def worker(service: SqliteService, ids: itertools.count) -> None:
+async def worker(service: Service, ids: itertools.count) -> None:
     while True:
         id = f"c{next(ids)}"
         for step, request in (
@@ -63,11 +66,15 @@ async def worker(service: SqliteService, ids: itertools.count) -> None:
             print(step, id, flush=True)
 
 
-async def main(path: str) -> None:
-    service = SqliteService(path)
+async def main(backend: str, target: str) -> None:
+    service: Service
+    if backend == "sqlite":
+        service = SqliteService(target)
+    else:
+        service = PostgresService(target, pool_size=WORKERS)
     ids = itertools.count()
     await asyncio.gather(*(worker(service, ids) for _ in range(WORKERS)))
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(sys.argv[1], sys.argv[2]))

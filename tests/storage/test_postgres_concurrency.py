@@ -25,6 +25,8 @@ from troth.storage.postgres.locks import Namespace, key
 from troth.storage.postgres.transaction import attempt
 from troth.storage.service import Retriable
 
+pytestmark = pytest.mark.pg
+
 TARGET = "poll://any@workers"
 LISTENER = "poll://uni@watchers/1"
 R = 5000

@@ -1,4 +1,5 @@
-"""Migrations (fresh, existing, concurrent, too new, failing) and the CHECK constraints."""
+"""PostgreSQL's migrations (fresh, existing, concurrent, too new, failing) and its CHECK
+constraints."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 
 from troth.storage.postgres import MIGRATIONS, SchemaTooNew, migrate
 from troth.storage.postgres.connection import connect
+
+pytestmark = pytest.mark.pg
 
 
 def version(url: str) -> int:

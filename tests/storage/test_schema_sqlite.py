@@ -1,4 +1,4 @@
-"""Migrations and the single-row invariants the schema enforces."""
+"""SQLite's migrations and the single-row invariants its schema enforces."""
 
 from __future__ import annotations
 
