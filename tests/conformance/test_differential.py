@@ -130,6 +130,7 @@ def test_a_short_run_answers_and_stores_what_the_oracle_does(machine: HttpMachin
     run(machine, 0, 200)
 
 
+@pytest.mark.slow  # a tally of the slow seeds above
 def test_the_runs_reached_every_status(statuses: Counter[int]) -> None:
     """A run that only ever got 200s (or 400s) compared little."""
     if statuses.total() < len(SEEDS) * STEPS:

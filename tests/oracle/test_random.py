@@ -109,6 +109,7 @@ def test_a_short_random_sequence_keeps_every_property() -> None:
     run(0, 300, Tally())
 
 
+@pytest.mark.slow  # a tally of the slow seeds above
 def test_the_workload_reaches_every_status_and_timeout(tally: Tally) -> None:
     """The random runs above must have exercised the machine, or they proved nothing."""
     if tally.steps < len(SEEDS) * STEPS:

@@ -122,6 +122,7 @@ def test_a_seed_ends_as_the_uninterrupted_run(
         tally["changed code ran to the end"] += 1
 
 
+@pytest.mark.slow  # a tally of the slow seeds above
 def test_the_seeds_met_every_kind_of_trouble(tally: Counter[str]) -> None:
     """The chaos must have reached the recovery paths, or the seeds above proved little."""
     if tally["seeds"] < 200:
