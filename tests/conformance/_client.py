@@ -2,7 +2,8 @@
 
 The scenarios and the differential test drive anything with ``apply``; this one is the real
 server, so every call also checks what the wire must satisfy on every response: the HTTP
-status equals ``head.status``, the body is JSON, and the envelope echoes kind and corrId.
+status equals ``head.status``, the body is JSON, the envelope echoes kind and corrId, and it
+reads back as its kind's typed reply (``decode_response``, as the SDK reads it).
 One ``httpx.Client`` keeps one keep-alive connection, so a step costs a round trip, not a
 TCP handshake.
 """
@@ -13,6 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+
+from troth.protocol import decode_response
 
 Envelope = dict[str, Any]
 
@@ -41,6 +44,7 @@ class HttpMachine:
         assert answer["head"]["status"] == response.status_code, (envelope, answer)
         assert answer["kind"] == envelope["kind"], (envelope, answer)
         assert answer["head"]["corrId"] == envelope["head"]["corrId"], (envelope, answer)
+        decode_response(response.content)  # raises if the data is not the kind's type
         return answer
 
     def ok(self, kind: str, data: dict[str, Any] | None = None) -> Any:

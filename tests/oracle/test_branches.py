@@ -20,13 +20,11 @@ from troth.oracle.resume import enqueue_resume
 from troth.oracle.state import (
     LEASE,
     RETRY,
-    Execute,
     OutboxEntry,
     PromiseObject,
     ServerState,
     TaskObject,
     TaskTimeout,
-    Unblock,
 )
 from troth.oracle.tasks import (
     task_acquire,
@@ -46,6 +44,7 @@ from troth.oracle.timeouts import (
 )
 from troth.protocol import requests as rq
 from troth.protocol import to_builtins
+from troth.protocol.messages import execute_message, unblock_message
 from troth.protocol.records import PromiseState, TaskState, Value
 from troth.protocol.responses import EMPTY, Reply
 
@@ -269,7 +268,7 @@ def test_tick_with_zero_retry_timeout_ends() -> None:
     oracle.tick(30)
     assert oracle.state.get_task("p") == TaskObject("p", TaskState.PENDING, 1)
     assert oracle.state.task_timeouts == []
-    assert oracle.state.outbox == [OutboxEntry(W, Execute("p", 1))]
+    assert oracle.state.outbox == [OutboxEntry(W, execute_message("p", 1))]
 
 
 # -- state effects --------------------------------------------------------------------------
@@ -277,13 +276,13 @@ def test_tick_with_zero_retry_timeout_ends() -> None:
 
 def test_outbox_keys_executes_by_task_and_unblocks_by_promise_and_address() -> None:
     s = ServerState()
-    s.set_message("a", Execute("t", 0))
-    s.set_message("b", Execute("t", 1))  # same task: replaces, whatever the address
+    s.set_message("a", execute_message("t", 0))
+    s.set_message("b", execute_message("t", 1))  # same task: replaces, whatever the address
     record = _promise("p").to_record()
-    s.set_message("a", Unblock(record))
-    s.set_message("b", Unblock(record))
+    s.set_message("a", unblock_message(record))
+    s.set_message("b", unblock_message(record))
     assert [e.key for e in s.outbox] == ["p:notify:b", "p:notify:a", "t"]
-    assert s.outbox[-1] == OutboxEntry("b", Execute("t", 1))
+    assert s.outbox[-1] == OutboxEntry("b", execute_message("t", 1))
 
 
 def test_task_timeouts_are_keyed_by_id_and_kind() -> None:

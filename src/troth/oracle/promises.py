@@ -15,13 +15,12 @@ from dataclasses import replace
 from troth.oracle.resume import enqueue_resume
 from troth.oracle.state import (
     RETRY,
-    Execute,
     PromiseObject,
     ServerState,
     TaskObject,
-    Unblock,
     projected,
 )
+from troth.protocol.messages import execute_message, unblock_message
 from troth.protocol.records import DELAY, TARGET, PromiseState, TaskState, is_timer
 from troth.protocol.requests import (
     PromiseCreateRequest,
@@ -74,14 +73,14 @@ def promise_create(s: ServerState, req: PromiseCreateRequest, now: int) -> Reply
             delay_str = p.tags.get(DELAY)
             if delay_str is None:
                 s.set_task_timeout(t.id, RETRY, now + retry_timeout)
-                s.set_message(target, Execute(t.id, t.version))
+                s.set_message(target, execute_message(t.id, t.version))
                 return _ok(p)
             delay = _to_nat(delay_str)
             if delay > now:
                 s.set_task_timeout(t.id, RETRY, delay)
                 return _ok(p)
             s.set_task_timeout(t.id, RETRY, now + retry_timeout)
-            s.set_message(target, Execute(t.id, t.version))
+            s.set_message(target, execute_message(t.id, t.version))
             return _ok(p)
         # Born past its deadline: stored settled, as the timeout would have left it.
         state = PromiseState.RESOLVED if is_timer(req.tags) else PromiseState.REJECTED_TIMEDOUT
@@ -141,7 +140,7 @@ def promise_settle(s: ServerState, req: PromiseSettleRequest, now: int) -> Reply
                 for q in s.promises
             ]
             for address in listeners:
-                s.set_message(address, Unblock(p.to_record()))
+                s.set_message(address, unblock_message(p.to_record()))
             for awaiter_id in callbacks:
                 enqueue_resume(s, p.id, awaiter_id, now)
             return _ok(p)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from troth.oracle.state import RETRY, Execute, ServerState, target_of
+from troth.oracle.state import RETRY, ServerState, target_of
+from troth.protocol.messages import execute_message
 from troth.protocol.records import TaskState
 
 
@@ -30,7 +31,7 @@ def enqueue_resume(s: ServerState, awaited_id: str, awaiter_id: str, now: int) -
                 return
             target = target_of(p)
             if target != "":
-                s.set_message(target, Execute(t.id, t.version))
+                s.set_message(target, execute_message(t.id, t.version))
         case TaskState.PENDING | TaskState.ACQUIRED | TaskState.HALTED:
             if awaited_id in t.resumes:
                 return

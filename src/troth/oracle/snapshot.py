@@ -7,18 +7,8 @@ The mapping is docs/semantics.md's: ``callbacks`` lists each promise's awaiters,
 
 from __future__ import annotations
 
-from troth.oracle.state import Execute, OutboxEntry, ServerState
+from troth.oracle.state import ServerState
 from troth.protocol import responses as wire
-from troth.protocol.messages import execute_message, unblock_message
-
-
-def wire_message(entry: OutboxEntry) -> wire.OutboxEntry:
-    message = entry.message
-    if isinstance(message, Execute):
-        return wire.OutboxEntry(
-            entry.address, execute_message(message.task_id, message.version)
-        )
-    return wire.OutboxEntry(entry.address, unblock_message(message.promise))
 
 
 def snapshot(s: ServerState) -> wire.Snapshot:
@@ -37,7 +27,7 @@ def snapshot(s: ServerState) -> wire.Snapshot:
         ],
         tasks=[t.to_record() for t in s.tasks],
         task_timeouts=[wire.TaskTimeoutEntry(t.id, t.kind, t.timeout) for t in s.task_timeouts],
-        messages=[wire_message(e) for e in s.outbox],
+        messages=[wire.OutboxEntry(e.address, e.message) for e in s.outbox],
         schedules=list(s.schedules),
         schedule_timeouts=[wire.ScheduleTimeoutEntry(t.id, t.timeout) for t in s.schedule_timeouts],
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from troth.protocol.messages import Execute, Message
 from troth.protocol.records import (
     EMPTY_VALUE,
     TARGET,
@@ -128,18 +129,9 @@ class ScheduleTimeout:
     timeout: int
 
 
-@dataclass(frozen=True)
-class Execute:
-    task_id: str
-    version: int
-
-
-@dataclass(frozen=True)
-class Unblock:
-    promise: PromiseRecord  # the record as it was when the message was enqueued
-
-
-Message = Execute | Unblock
+# Lean's ``Message`` is the wire's: ``.execute t.id t.version`` is ``execute_message(t.id,
+# t.version)`` and ``.unblock p.toRecord`` is ``unblock_message(p.to_record())``, the record
+# as it was when the message was enqueued.
 
 
 @dataclass(frozen=True)
@@ -151,8 +143,8 @@ class OutboxEntry:
     def key(self) -> str:
         """Lean's ``OutboxEntry.key``: one execute per task, one unblock per (promise, address)."""
         if isinstance(self.message, Execute):
-            return self.message.task_id
-        return f"{self.message.promise.id}:notify:{self.address}"
+            return self.message.data.task.id
+        return f"{self.message.data.promise.id}:notify:{self.address}"
 
 
 @dataclass

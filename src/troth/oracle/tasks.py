@@ -18,13 +18,12 @@ from troth.oracle.resume import enqueue_resume
 from troth.oracle.state import (
     LEASE,
     RETRY,
-    Execute,
     PromiseObject,
     ServerState,
     TaskObject,
-    Unblock,
     target_of,
 )
+from troth.protocol.messages import execute_message, unblock_message
 from troth.protocol.records import TARGET, PromiseState, TaskState, is_timer
 from troth.protocol.requests import (
     PromiseCreateRequest,
@@ -241,7 +240,7 @@ def task_fulfill(s: ServerState, req: TaskFulfillRequest, now: int) -> Reply:
         for q in s.promises
     ]
     for address in listeners:
-        s.set_message(address, Unblock(p.to_record()))
+        s.set_message(address, unblock_message(p.to_record()))
     for awaiter_id in callbacks:
         enqueue_resume(s, p.id, awaiter_id, now)
     return Reply(200, PromiseResponse(p.to_record()))
@@ -257,7 +256,7 @@ def task_release(s: ServerState, req: TaskReleaseRequest, now: int) -> Reply:
     s.set_task(t)
     s.del_task_timeout(t.id)
     s.set_task_timeout(t.id, RETRY, now + s.config.retry_timeout)
-    s.set_message(target_of(p), Execute(t.id, t.version))
+    s.set_message(target_of(p), execute_message(t.id, t.version))
     return Reply(200, EMPTY)
 
 
@@ -288,5 +287,5 @@ def task_continue(s: ServerState, req: TaskContinueRequest, now: int) -> Reply:
     t = replace(t, state=TaskState.PENDING)
     s.set_task(t)
     s.set_task_timeout(t.id, RETRY, now + s.config.retry_timeout)
-    s.set_message(target_of(p), Execute(t.id, t.version))
+    s.set_message(target_of(p), execute_message(t.id, t.version))
     return Reply(200, EMPTY)

@@ -14,8 +14,9 @@ import msgspec
 
 from troth.oracle.promises import promise_create
 from troth.oracle.resume import enqueue_resume
-from troth.oracle.state import RETRY, Execute, ServerState, Unblock, target_of
+from troth.oracle.state import RETRY, ServerState, target_of
 from troth.protocol.cron import expand, next_cron
+from troth.protocol.messages import execute_message, unblock_message
 from troth.protocol.records import PromiseState, Schedule, TaskState
 from troth.protocol.requests import PromiseCreateRequest
 
@@ -45,7 +46,7 @@ def on_promise_timeout(s: ServerState, id: str, now: int) -> None:
         for q in s.promises
     ]
     for address in listeners:
-        s.set_message(address, Unblock(p.to_record()))
+        s.set_message(address, unblock_message(p.to_record()))
     for awaiter_id in callbacks:
         enqueue_resume(s, p.id, awaiter_id, now)
 
@@ -63,7 +64,7 @@ def on_task_retry_timeout(s: ServerState, id: str, now: int) -> None:
     p = s.get_promise(t.id)
     if p is None:
         return
-    s.set_message(target_of(p), Execute(t.id, t.version))
+    s.set_message(target_of(p), execute_message(t.id, t.version))
 
 
 def on_task_lease_timeout(s: ServerState, id: str, now: int) -> None:
@@ -81,7 +82,7 @@ def on_task_lease_timeout(s: ServerState, id: str, now: int) -> None:
     p = s.get_promise(t.id)
     if p is None:
         return
-    s.set_message(target_of(p), Execute(t.id, t.version))
+    s.set_message(target_of(p), execute_message(t.id, t.version))
 
 
 def catch_up(s: ServerState, now: int, sch: Schedule) -> Schedule:

@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from troth.protocol.messages import MessageHead
+from troth.protocol.messages import Execute, MessageHead
 from troth.server.transport import Transport
 from troth.storage.service import Delivery, Outbox
 
@@ -111,7 +111,7 @@ class DeliveryLoop:
     def wire(self, delivery: Delivery) -> bytes:
         """The message JSON as sent: executes carry this server's URL."""
         message = delivery.message
-        if message.kind == "execute":
+        if isinstance(message, Execute):
             message = msgspec.structs.replace(message, head=self._execute_head)
         return _encode(message)
 

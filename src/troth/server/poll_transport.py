@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 
 from troth.protocol.addresses import PollAddress, parse_poll
+from troth.protocol.messages import Unblock
 from troth.server.poll import Outcome, PollHub
 from troth.server.transport import Courier
 from troth.storage.service import Delivery
@@ -83,7 +84,7 @@ class PollTransport:
     async def _deliver(self, delivery: Delivery, address: PollAddress) -> None:
         # An execute counts once written: a lost one comes back through the task's retry.
         # Nothing re-sends an unblock, so it counts only once its stream confirms it.
-        hold = self._hold if delivery.message.kind == "unblock" else None
+        hold = self._hold if isinstance(delivery.message, Unblock) else None
         outcome = Outcome.NOT_TAKEN
         try:
             outcome = await self._hub.deliver(address, self._courier.wire(delivery), hold)

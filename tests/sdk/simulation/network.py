@@ -25,7 +25,6 @@ from typing import Any
 
 import msgspec
 
-from troth.oracle.snapshot import wire_message
 from troth.oracle.state import OutboxEntry
 from troth.protocol.addresses import parse_poll
 from troth.protocol.envelope import decode_response
@@ -170,7 +169,7 @@ class Wire:
 
     def route(self, entries: list[OutboxEntry]) -> None:
         for entry in entries:
-            message = wire_message(entry).message
+            message = entry.message
             payload = msgspec.json.encode(message)
             what = f"{message.kind} {_subject(message.data)} to {entry.address}"
             recipient = self._recipient(entry.address)
