@@ -75,6 +75,15 @@ ORDER BY at, timeout_kind, id LIMIT ?
 """
 
 
+# The head of each deadline index, each with its TimeoutKind (as in ``_DUE``); the earliest
+# of the three is the next timeout.
+_HEADS = (
+    "SELECT at, 0, id FROM promise_timeouts ORDER BY at, id LIMIT 1",
+    "SELECT at, kind + 1, id FROM task_timeouts ORDER BY at, kind, id LIMIT 1",
+    "SELECT at, 3, id FROM schedule_timeouts ORDER BY at, id LIMIT 1",
+)
+
+
 class TimeoutRow(NamedTuple):
     """Where a kind of timeout is armed: its table, and the key columns besides ``id``
     with their values for this kind."""
@@ -140,6 +149,7 @@ class Queries:
         self.timeouts = {kind: _timeout_queries(row, sql) for kind, row in TIMEOUT_ROWS.items()}
         self.del_task_timeouts = sql("DELETE FROM task_timeouts WHERE id = ?")
         self.due = sql(_DUE)
+        self.heads = _HEADS
         self.set_message = sql(dialect.set_message)
         self.settled_in_branch = sql(
             f"SELECT {PROMISE_COLUMNS} FROM promises"
