@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar, overload
 
+from troth.protocol.kinds import Kind
 from troth.protocol.records import (
     BRANCH,
     ORIGIN,
@@ -28,9 +29,8 @@ from troth.protocol.records import (
     Value,
 )
 from troth.protocol.requests import CreateAction, PromiseCreateRequest, TaskCreateRequest
-from troth.protocol.responses import PromiseResponse, TaskClaimResponse
 from troth.sdk.cancellation import grace_tags
-from troth.sdk.client import Executions, Handle, Promises, Schedules, Waiter
+from troth.sdk.client import Executions, Handle, Promises, Schedules, Waiter, send_promise
 from troth.sdk.clock import Clock, WallClock
 from troth.sdk.codec import DEFAULT_MAX_VALUE_BYTES, Codec, Encryptor, parameter_hints
 from troth.sdk.context import Context
@@ -476,17 +476,15 @@ class Troth(Starts):
         tags.update(deadline_tags(source))
         tags.update(grace_tags(opts, at, source))
         create = PromiseCreateRequest(id, at, self.codec.encode(data), tags)
-        action = CreateAction("promise.create", action_head(), create)
+        action = CreateAction(Kind.PROMISE_CREATE, action_head(), create)
         request = TaskCreateRequest(self.pid, self.ttl_ms, action)
         sent = self.clock.now()
-        status, body = await self.runtime.network.send("task.create", request)
+        status, body = await self.runtime.network.call(Kind.TASK_CREATE, request, (200, 409, 422))
         if status in (409, 422):
             # It exists, and someone else holds it or it is a plain promise: join it.
             same_work(id, (await self.promises.get(id)).record, tags)
             return None
-        if status != 200 or not isinstance(body, TaskClaimResponse):
-            raise ServerError("task.create", status, str(body))
-        driving = None
+        driving = None  # the 200's body is a TaskClaimResponse (Kind.TASK_CREATE.responses)
         if body.task is not None and body.task.state == TaskState.ACQUIRED:
             # Created, or an existing execution's pending task claimed: driven here either
             # way (it runs what its promise names), even if it is not the work asked for.
@@ -498,11 +496,9 @@ class Troth(Starts):
 
     async def _create(self, request: PromiseCreateRequest) -> None:
         """Create the execution, or join it if it exists with the same work (``same_work``)."""
-        status, body = await self.runtime.network.send("promise.create", request)
-        if status != 200 or not isinstance(body, PromiseResponse):
-            raise ServerError("promise.create", status, str(body))
-        self.runtime.settled.add(body.promise)
-        same_work(request.id, body.promise, request.tags)
+        record = await send_promise(self.runtime.network, Kind.PROMISE_CREATE, request)
+        self.runtime.settled.add(record)
+        same_work(request.id, record, request.tags)
 
 
 # -- idempotency ------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NamedTuple
 
+from troth.protocol.kinds import Kind
 from troth.protocol.records import PromiseRecord, PromiseState, SettleState, Value
 from troth.protocol.requests import (
     FenceAction,
@@ -38,7 +39,7 @@ from troth.protocol.requests import (
     PromiseSettleRequest,
     TaskFenceRequest,
 )
-from troth.protocol.responses import PromiseResponse
+from troth.protocol.responses import TaskFenceResult
 from troth.sdk.cancellation import (
     CANCEL_AT_TAG,
     WATCH_DELAY,
@@ -61,7 +62,7 @@ from troth.sdk.errors import (
     Suspended,
     UnstorableValueError,
 )
-from troth.sdk.network import FenceReply, Network, action_head, unicast
+from troth.sdk.network import Network, action_head, unicast
 from troth.sdk.registry import Registry
 from troth.sdk.replay import Call
 
@@ -207,18 +208,19 @@ class Execution:
 
     async def read(self, id: str) -> PromiseRecord | None:
         """The promise ``id`` as the server has it, or None if it does not exist."""
+        request = PromiseGetRequest(id)
         try:
-            status, body = await self.runtime.network.send("promise.get", PromiseGetRequest(id))
+            status, body = await self.runtime.network.call(Kind.PROMISE_GET, request, (200, 404))
         except NetworkError as e:
             signal = Aborted(f"server unreachable: {e}")
             self.stop(signal)
             raise signal from e
+        except ServerError as e:
+            signal = Aborted(str(e))
+            self.stop(signal)
+            raise signal from e
         if status == 404:
             return None
-        if status != 200:
-            signal = Aborted(str(ServerError("promise.get", status, str(body))))
-            self.stop(signal)
-            raise signal
         record: PromiseRecord = body.promise  # a 200 to promise.get carries a PromiseResponse
         self.runtime.settled.add(record)
         return record
@@ -344,8 +346,8 @@ class Execution:
         listen = PromiseRegisterListenerRequest(
             awaited=self.cancel_id, address=unicast(network.group, network.pid)
         )
-        status, body = await network.send("promise.register_listener", listen)
-        if status == 200 and isinstance(body, PromiseResponse):
+        status, body = await network.send(Kind.PROMISE_REGISTER_LISTENER, listen)
+        if status == 200:
             self.runtime.settled.add(body.promise)  # a rerun knows it from the start
             self.on_cancel(body.promise)
 
@@ -377,7 +379,7 @@ class Execution:
         """Run ``action`` only while this run still holds the task at its version."""
         request = TaskFenceRequest(self.task.id, self.task.version, action)
         try:
-            status, body = await self.runtime.network.send("task.fence", request)
+            status, body = await self.runtime.network.send(Kind.TASK_FENCE, request)
         except NetworkError as e:
             signal = Aborted(f"server unreachable: {e}")
             self.stop(signal)
@@ -394,27 +396,28 @@ class Execution:
                 f"the server refused {action.kind} of {action.data.id!r} as too large "
                 f"(413: {body}); lower Troth(max_value_bytes=...) below the server's limit"
             )
-        if status >= 500 or (status == 200 and not isinstance(body, FenceReply)):
-            signal = Aborted(str(ServerError("task.fence", status, str(body))))
+        if status >= 500:
+            signal = Aborted(str(ServerError(Kind.TASK_FENCE, status, str(body))))
             self.stop(signal)
             raise signal
         if status != 200:
             # The server refused this call (a 400 names the mistake): the call fails, as
             # it would on every replay; the function may handle it like any error.
-            raise ServerError(f"task.fence {action.kind}", status, str(body))
-        if body.promise is None:
-            raise ServerError(action.kind, body.status, "refused inside task.fence")
-        self.learn(body.preload)
-        record: PromiseRecord = body.promise
+            raise ServerError(f"{Kind.TASK_FENCE} {action.kind}", status, str(body))
+        result: TaskFenceResult = body
+        if result.inner.status != 200:
+            raise ServerError(action.kind, result.inner.status, "refused inside task.fence")
+        self.learn(result.preload)
+        record: PromiseRecord = result.inner.body.promise  # a PromiseResponse
         self.runtime.settled.add(record)
         return record
 
     async def create(self, request: PromiseCreateRequest) -> PromiseRecord:
-        return await self.fence(FenceAction("promise.create", request, action_head()))
+        return await self.fence(FenceAction(Kind.PROMISE_CREATE, request, action_head()))
 
     async def settle(self, id: str, state: SettleState, value: Value) -> PromiseRecord:
         request = PromiseSettleRequest(id, state, value)
-        return await self.fence(FenceAction("promise.settle", request, action_head()))
+        return await self.fence(FenceAction(Kind.PROMISE_SETTLE, request, action_head()))
 
     # -- running ----------------------------------------------------------------------------
 

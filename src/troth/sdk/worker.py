@@ -30,6 +30,8 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from troth.protocol.ids import origin
+from troth.protocol.kinds import Kind
+from troth.protocol.messages import Execute, Message
 from troth.protocol.records import (
     BRANCH,
     ORIGIN,
@@ -37,6 +39,7 @@ from troth.protocol.records import (
     PromiseState,
     SettleState,
     TaskRecord,
+    TaskRef,
     Value,
     is_timer,
 )
@@ -49,11 +52,9 @@ from troth.protocol.requests import (
     TaskFulfillRequest,
     TaskHaltRequest,
     TaskHeartbeatRequest,
-    TaskRef,
     TaskReleaseRequest,
     TaskSuspendRequest,
 )
-from troth.protocol.responses import PromiseResponse, TaskClaimResponse
 from troth.sdk import attempts
 from troth.sdk.client import halt_record, halt_records, halt_value
 from troth.sdk.codec import convert, encode_error
@@ -78,7 +79,7 @@ from troth.sdk.execution import (
     Suspend,
 )
 from troth.sdk.execution import TaskRef as HeldTask
-from troth.sdk.network import Execute, Incoming, Unblock, action_head
+from troth.sdk.network import action_head
 from troth.sdk.registry import Registered
 from troth.sdk.retry import default_policy, next_retry
 
@@ -149,7 +150,7 @@ class Worker:
         held.update(self.held)
         for task_id, version in held.items():
             with contextlib.suppress(Exception):
-                await self._send("task.release", TaskReleaseRequest(task_id, version))
+                await self._send(Kind.TASK_RELEASE, TaskReleaseRequest(task_id, version))
         self.held.clear()
         self.runtime.leases.clear()
 
@@ -161,39 +162,40 @@ class Worker:
 
     # -- messages -----------------------------------------------------------------------------
 
-    def on_message(self, message: Incoming) -> None:
+    def on_message(self, message: Message) -> None:
         if isinstance(message, Execute):
             if self.runtime.stopping.is_set():
                 return  # not acquired: the server sends it again, to a worker that runs
-            self.spawn(self._execute(message))
-        elif isinstance(message, Unblock):
-            self.runtime.settled.add(message.promise)
-            self._on_settled(message.promise)
-            watching = self.runtime.watching.get(message.promise.id)
+            self.spawn(self._execute(message.data.task))
+        else:
+            promise = message.data.promise
+            self.runtime.settled.add(promise)
+            self._on_settled(promise)
+            watching = self.runtime.watching.get(promise.id)
             if watching is not None:  # a running execution's cancellation
-                watching.on_cancel(message.promise)
+                watching.on_cancel(promise)
 
-    async def _execute(self, message: Execute) -> None:
-        setbacks = self._setbacks.get(message.task_id)
+    async def _execute(self, task: TaskRef) -> None:
+        setbacks = self._setbacks.get(task.id)
         if setbacks:
             await self.runtime.clock.sleep(min(0.5 * 2**setbacks, MAX_SETBACK_BACKOFF))
         async with self._slots:
             if self.runtime.stopping.is_set():
                 return  # it waited for a slot while the worker began to stop
             acquire = TaskAcquireRequest(
-                message.task_id, message.version, self.runtime.network.pid, self.ttl_ms
+                task.id, task.version, self.runtime.network.pid, self.ttl_ms
             )
             sent = self.runtime.clock.now()
             try:
-                status, body = await self.runtime.network.send("task.acquire", acquire)
+                status, body = await self.runtime.network.send(Kind.TASK_ACQUIRE, acquire)
             except NetworkError as e:
-                log.warning("could not acquire task %s: %s", message.task_id, e)
+                log.warning("could not acquire task %s: %s", task.id, e)
                 return
             if status in (404, 409):
-                log.debug("task %s v%d was taken or is gone", message.task_id, message.version)
+                log.debug("task %s v%d was taken or is gone", task.id, task.version)
                 return
-            if status != 200 or not isinstance(body, TaskClaimResponse) or body.task is None:
-                log.warning("task.acquire %s answered %s: %s", message.task_id, status, body)
+            if status != 200 or body.task is None:
+                log.warning("%s %s answered %s: %s", Kind.TASK_ACQUIRE, task.id, status, body)
                 return
             await self._drive(body.task, body.promise, body.preload, sent)
 
@@ -326,7 +328,7 @@ class Worker:
 
     # -- the task operations ------------------------------------------------------------------
 
-    async def _send(self, kind: str, data: Any) -> tuple[int, Any]:
+    async def _send(self, kind: Kind, data: Any) -> tuple[int, Any]:
         return await self.runtime.network.send(kind, data)
 
     async def _fulfill(self, execution: Execution, value: Any, error: BaseException | None) -> None:
@@ -354,7 +356,7 @@ class Worker:
             status, body = await self._settle_root(
                 task, SettleState.REJECTED, encode_error(codec, refused)
             )
-        if status == 200 and isinstance(body, PromiseResponse):
+        if status == 200:
             self._setbacks.pop(task.id, None)
             self.runtime.settled.add(body.promise)
             self._on_settled(body.promise)
@@ -364,29 +366,29 @@ class Worker:
         elif status in (404, 409):
             log.debug("task %s was no longer ours to fulfill", task.id)
         else:
-            log.warning("task.fulfill %s answered %s: %s", task.id, status, body)
+            log.warning("%s %s answered %s: %s", Kind.TASK_FULFILL, task.id, status, body)
 
     async def _settle_root(
         self, task: HeldTask, state: SettleState, value: Value
     ) -> tuple[int, Any]:
         settle = PromiseSettleRequest(task.id, state, value)
         request = TaskFulfillRequest(
-            task.id, task.version, SettleAction("promise.settle", action_head(), settle)
+            task.id, task.version, SettleAction(Kind.PROMISE_SETTLE, action_head(), settle)
         )
-        return await self._send("task.fulfill", request)
+        return await self._send(Kind.TASK_FULFILL, request)
 
     async def _suspend(self, task: HeldTask, awaited: list[str]) -> list[PromiseRecord] | None:
         """Suspend on every awaited promise; the preload to continue with on a 300."""
         actions = [
             CallbackAction(
-                "promise.register_callback",
+                Kind.PROMISE_REGISTER_CALLBACK,
                 action_head(),
                 PromiseRegisterCallbackRequest(awaited=a, awaiter=task.id),
             )
             for a in awaited
         ]
         status, body = await self._send(
-            "task.suspend", TaskSuspendRequest(task.id, task.version, actions)
+            Kind.TASK_SUSPEND, TaskSuspendRequest(task.id, task.version, actions)
         )
         if status == 200:
             self._setbacks.pop(task.id, None)
@@ -396,7 +398,7 @@ class Worker:
         if status in (404, 409):
             log.debug("task %s was no longer ours to suspend", task.id)
             return None
-        log.warning("task.suspend %s answered %s: %s; releasing", task.id, status, body)
+        log.warning("%s %s answered %s: %s; releasing", Kind.TASK_SUSPEND, task.id, status, body)
         await self._release(task)
         return None
 
@@ -416,9 +418,9 @@ class Worker:
                 return
             except (Exception, ExecutionSignal) as e:
                 log.error("task %s: could not record why it halts (%s); halting", task.id, e)
-            status, body = await self._send("task.halt", TaskHaltRequest(task.id))
+            status, body = await self._send(Kind.TASK_HALT, TaskHaltRequest(task.id))
             if status != 200:
-                log.error("task.halt %s answered %s: %s", task.id, status, body)
+                log.error("%s %s answered %s: %s", Kind.TASK_HALT, task.id, status, body)
             return
         if isinstance(signal, LeaseLost):
             log.debug("task %s: %s; another process drives it now", task.id, signal)
@@ -448,7 +450,7 @@ class Worker:
         left to the promise's deadline."""
         settle = PromiseSettleRequest(cancel_id, SettleState.REJECTED_CANCELED, Value())
         with contextlib.suppress(Exception):
-            await self._send("promise.settle", settle)
+            await self._send(Kind.PROMISE_SETTLE, settle)
 
     async def _release(self, task: HeldTask, setback: bool = True) -> None:
         if setback:
@@ -456,12 +458,14 @@ class Worker:
             if len(self._setbacks) > 10_000:  # forget the oldest
                 del self._setbacks[next(iter(self._setbacks))]
         try:
-            status, _ = await self._send("task.release", TaskReleaseRequest(task.id, task.version))
+            status, _ = await self._send(
+                Kind.TASK_RELEASE, TaskReleaseRequest(task.id, task.version)
+            )
         except NetworkError as e:
-            log.warning("task.release %s failed (%s); its lease will lapse", task.id, e)
+            log.warning("%s %s failed (%s); its lease will lapse", Kind.TASK_RELEASE, task.id, e)
             return
         if status not in (200, 404, 409):
-            log.warning("task.release %s answered %s", task.id, status)
+            log.warning("%s %s answered %s", Kind.TASK_RELEASE, task.id, status)
 
     # -- heartbeat ----------------------------------------------------------------------------
 
@@ -498,7 +502,7 @@ class Worker:
         clock = self.runtime.clock
         sent = clock.now()
         pid = self.runtime.network.pid
-        status, _ = await self._send("task.heartbeat", TaskHeartbeatRequest(pid, tasks))
+        status, _ = await self._send(Kind.TASK_HEARTBEAT, TaskHeartbeatRequest(pid, tasks))
         if status == 200:
             leases = self.runtime.leases
             for ref in tasks:
