@@ -46,11 +46,9 @@ class Kind(StrEnum):
 
     @classmethod
     def named(cls, name: str) -> Kind | None:
-        """The kind whose wire name is ``name``; None if no kind is."""
-        try:
-            return cls(name)
-        except ValueError:
-            return None
+        """The kind whose wire name is ``name``; None if no kind is. The envelope asks once
+        per request: a dict lookup, not ``Kind(name)`` and its ``ValueError``."""
+        return _NAMED.get(name)
 
     @property
     def data(self) -> type[rq.Data]:
@@ -75,6 +73,9 @@ class Kind(StrEnum):
     def message(self, status: int) -> str:
         """The error string for a status a handler returned without a body."""
         return _SPECS[self].errors.message(status)
+
+
+_NAMED: dict[str, Kind] = {kind.value: kind for kind in Kind}
 
 
 class Errors(NamedTuple):
