@@ -1,4 +1,4 @@
-"""Fixtures: a server started per test (and killed after it), SSE clients to it.
+"""Fixtures: a server started per test (and killed after it), SSE clients to it, key pairs.
 
 ``start_server`` and ``push_target`` come from ``tests.support.fixtures``.
 """
@@ -11,6 +11,7 @@ import pytest
 
 from tests.support.servers import TrothServer
 from tests.support.sse import SseClient
+from tests.support.tokens import Keys
 
 
 @pytest.fixture
@@ -30,3 +31,9 @@ def sse(server: TrothServer) -> Iterator[Callable[..., SseClient]]:
     yield connect
     for client in clients:
         client.close()
+
+
+@pytest.fixture(scope="session")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
+    """Key pairs for a server with auth on, made once for the session."""
+    return Keys(tmp_path_factory.mktemp("keys"))

@@ -30,66 +30,22 @@ from urllib.parse import quote
 import httpx
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from tests.support.ports import free_port
 from tests.support.servers import BACKENDS, FAR, VERSION, TrothServer, serve
+from tests.support.tokens import AUD, ISS, Keys, token
 from tests.support.waiting import eventually
 from troth.cli import _parser, config_from
 
 # Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
 pytestmark = pytest.mark.slow
 
-ISS, AUD = "https://issuer.test", "troth-tests"
 STATIC = "static-" + "s3cret" * 6
 TARGET = {"resonate:target": "poll://any@g"}
 
 
-# -- keys and tokens ----------------------------------------------------------------------------
-
-
-class Keys:
-    """Key pairs made fresh for the test session; public halves as PEM files."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.rsa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-        self.ec = ec.generate_private_key(ec.SECP256R1())
-        self.ed25519 = ed25519.Ed25519PrivateKey.generate()
-        self.paths = {
-            name: self._pem(name, getattr(self, name)) for name in ("rsa", "ec", "ed25519")
-        }
-
-    def _pem(self, name: str, key: Any) -> str:
-        path = self.folder / f"{name}.pem"
-        path.write_bytes(
-            key.public_key().public_bytes(
-                serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-            )
-        )
-        return str(path)
-
-
-@pytest.fixture(scope="session")
-def keys(tmp_path_factory: pytest.TempPathFactory) -> Keys:
-    return Keys(tmp_path_factory.mktemp("keys"))
-
-
-def token(
-    key: Any,
-    alg: str = "RS256",
-    expires_in: int = 300,
-    iss: str | None = ISS,
-    aud: str | list[str] | None = AUD,
-    **claims: Any,
-) -> str:
-    payload: dict[str, Any] = {"exp": int(time.time()) + expires_in, **claims}
-    if iss is not None:
-        payload["iss"] = iss
-    if aud is not None:
-        payload["aud"] = aud
-    return jwt.encode(payload, key, algorithm=alg)
+# -- tokens ---------------------------------------------------------------------------------
 
 
 def b64(data: bytes) -> str:

@@ -12,8 +12,7 @@ import pytest
 
 from tests.support.servers import BACKENDS, TrothServer, serve
 from tests.support.sse import SseClient
-
-from .test_auth import AUD, ISS, Keys, keys, token  # noqa: F401 (keys is a fixture)
+from tests.support.tokens import AUD, ISS, Keys, token
 
 # Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
 pytestmark = pytest.mark.slow
@@ -22,7 +21,7 @@ TARGET = {"resonate:target": "poll://any@payments/w1"}
 
 
 @pytest.fixture(params=BACKENDS)
-def secured(request: pytest.FixtureRequest, tmp_path: Path, keys: Keys) -> Iterator[TrothServer]:  # noqa: F811
+def secured(request: pytest.FixtureRequest, tmp_path: Path, keys: Keys) -> Iterator[TrothServer]:
     flags = (
         *("--auth-publickey", keys.paths["rsa"], "--auth-iss", ISS, "--auth-aud", AUD),
         *("--poll-max-per-client", "3"),
@@ -31,11 +30,11 @@ def secured(request: pytest.FixtureRequest, tmp_path: Path, keys: Keys) -> Itera
         yield server
 
 
-def worker_token(keys: Keys, sub: str) -> str:  # noqa: F811
+def worker_token(keys: Keys, sub: str) -> str:
     return token(keys.rsa, sub=sub, prefix="payments")
 
 
-def admin(keys: Keys) -> str:  # noqa: F811
+def admin(keys: Keys) -> str:
     return token(keys.rsa, role="admin")
 
 
@@ -48,7 +47,7 @@ def executes(server: TrothServer, bearer: str, count: int) -> list[str]:
 
 def test_a_second_connection_with_other_credentials_is_refused_and_takes_nothing(
     secured: TrothServer,
-    keys: Keys,  # noqa: F811
+    keys: Keys,
 ) -> None:
     real = SseClient(secured.port, "payments", "w1", token=worker_token(keys, "worker-1"))
     assert real.status == 200
@@ -62,7 +61,7 @@ def test_a_second_connection_with_other_credentials_is_refused_and_takes_nothing
 
 def test_the_same_credentials_take_the_id_over_and_the_old_stream_ends(
     secured: TrothServer,
-    keys: Keys,  # noqa: F811
+    keys: Keys,
 ) -> None:
     old = SseClient(secured.port, "payments", "w1", token=worker_token(keys, "worker-1"))
     # A refreshed token of the same subject is the same client.
@@ -76,7 +75,7 @@ def test_the_same_credentials_take_the_id_over_and_the_old_stream_ends(
     new.close()
 
 
-def test_connections_are_capped_per_client(secured: TrothServer, keys: Keys) -> None:  # noqa: F811
+def test_connections_are_capped_per_client(secured: TrothServer, keys: Keys) -> None:
     mine = worker_token(keys, "worker-1")
     streams = [SseClient(secured.port, "payments", f"w{i}", token=mine) for i in range(3)]
     assert [s.status for s in streams] == [200, 200, 200]

@@ -5,7 +5,6 @@ receiver gets nothing; a target the allow-list names still receives."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.ports import loopback_name
 from tests.support.push import PushTarget
 from tests.support.servers import BACKENDS, FAR, TrothServer, serve
 from tests.support.waiting import eventually
@@ -40,18 +40,6 @@ def strict(strict_server: TrothServer) -> TrothServer:
     return strict_server
 
 
-def loopback_name() -> str:
-    """A host name other than localhost that resolves only to loopback (/etc/hosts)."""
-    for name in (socket.gethostname(), "localhost.localdomain", "ip6-localhost"):
-        if name == "localhost" or name.endswith(".localhost"):
-            continue
-        try:
-            infos = socket.getaddrinfo(name, 80, type=socket.SOCK_STREAM)
-        except OSError:
-            continue
-        if infos and all(str(i[4][0]) in ("127.0.0.1", "::1") for i in infos):
-            return name
-    pytest.skip("no host name other than localhost resolves to loopback here")
 
 
 def refused_at_the_door(server: TrothServer, kind: str, data: dict[str, Any], field: str) -> str:

@@ -6,11 +6,10 @@ import asyncio
 
 import pytest
 
+from tests.support.ports import loopback_name
 from troth.cli import _parser, config_from, main
 from troth.server.config import ServerConfig
 from troth.server.targets import PushAllowList, Refused
-
-from .test_push_allow import loopback_name
 
 
 @pytest.mark.parametrize(
