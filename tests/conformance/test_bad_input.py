@@ -26,8 +26,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.protocol._wire import DELETE, HEAD, VALID, mutate
-from tests.protocol.test_fuzz import json_values, keys, mutated
+from tests.support.fuzzing import json_values, keys, mutated
+from tests.support.wire import DELETE, HEAD, VALID, mutate
 from troth.protocol import Kind
 
 from ._client import MAX_BODY_BYTES, HttpMachine

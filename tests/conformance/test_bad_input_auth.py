@@ -25,9 +25,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from tests.protocol._wire import HEAD, VALID
-from tests.protocol.test_fuzz import json_values, mutated
+from tests.support.fuzzing import json_values, mutated
 from tests.support.servers import BACKENDS, TrothServer, serve
+from tests.support.wire import HEAD, VALID
 from troth.protocol import Kind
 
 from ._client import MAX_BODY_BYTES, RETRY_TIMEOUT, HttpMachine

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from tests.support.wire import CORR, VALID, body
 from troth.protocol import (
     VERSION,
     Kind,
@@ -50,8 +51,6 @@ from troth.protocol.responses import (
     TaskTimeoutEntry,
     make_snapshot,
 )
-
-from ._wire import CORR, VALID, body
 
 PENDING = PromiseRecord(
     id="p",

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.wire import CORR, DELETE, HEAD, TARGET, VALID, Path, accept, body, mutate, refuse
 from troth.protocol import (
     VERSION,
     BadRequest,
@@ -29,8 +30,6 @@ from troth.protocol.requests import (
     PromiseSettleRequest,
     TaskFenceRequest,
 )
-
-from ._wire import CORR, DELETE, HEAD, TARGET, VALID, Path, accept, body, mutate, refuse
 
 I64_MAX = 2**63 - 1
 MAX_MILLIS = 2**53 - 1

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.wire import TARGET, VALID, accept, body, mutate, refuse
 from troth.protocol.limits import (
     MAX_ADDRESS_BYTES,
     MAX_FILTERS,
@@ -16,8 +17,6 @@ from troth.protocol.limits import (
     MAX_TAG_BYTES,
     MAX_TAGS,
 )
-
-from ._wire import TARGET, VALID, accept, body, mutate, refuse
 
 ID = "i" * MAX_ID_BYTES
 # Multi-byte text is measured in UTF-8 bytes: 128 four-byte characters are 512 bytes.

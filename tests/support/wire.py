@@ -1,5 +1,5 @@
-"""Shared material for the protocol tests: request bodies built by hand, one valid ``data``
-per kind, and helpers that decode a body expecting acceptance or a 400.
+"""Requests built by hand, for the protocol and conformance tests: one valid ``data`` per
+kind, and helpers that decode a body expecting acceptance or a 400.
 
 Bodies are written with ``json.dumps`` rather than ``encode_request`` so that decoding is
 judged against JSON the way a client writes it, not against troth's own encoder.
