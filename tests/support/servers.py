@@ -57,8 +57,9 @@ class TrothServer:
     ``db`` is a SQLite file or a ``postgresql://`` URL (a string: as a ``Path`` the URL
     would lose a slash). ``env`` is added to the test run's environment plus
     ``LOCAL_PUSH``; ``as_new_user`` starts from a new user's shell instead (no ``TROTH_*``
-    setting, no loopback push), as the docs tests need. ``port`` reuses a port, as a
-    restart on the same address would; ``token`` is sent with every request made here.
+    setting, no loopback push), as the docs tests need. ``token`` is sent with every request
+    made here; ``preexec_fn`` runs in the child before exec (to set a resource limit, say).
+    ``start`` after ``kill`` restarts it on the same port and database.
     """
 
     _corr = itertools.count(1)
@@ -70,7 +71,6 @@ class TrothServer:
         flags: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         *,
-        port: int | None = None,
         token: str | None = None,
         as_new_user: bool = False,
         preexec_fn: Callable[[], None] | None = None,
@@ -80,13 +80,13 @@ class TrothServer:
         self.flags = tuple(flags)
         base = clean_env() if as_new_user else {**LOCAL_PUSH, **os.environ}
         self.env = {**base, **(env or {})}
-        self.port = port or free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.token = token
         self.process: subprocess.Popen[bytes] | None = None
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(base_url=self.url, timeout=10, headers=headers)
-        self.preexec_fn = preexec_fn  # run in the child before exec (a resource limit, say)
+        self.preexec_fn = preexec_fn
 
     def start(self) -> TrothServer:
         command = [
