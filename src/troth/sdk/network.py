@@ -50,8 +50,9 @@ class Network(Protocol):
         """One request whose reply must have one of the ``expected`` statuses: the reply,
         or ``ServerError`` (with the server's message) for any other status."""
         reply = await self.send(kind, data)
-        if reply.status not in expected:
-            raise ServerError(kind, reply.status, str(reply.body))
+        status, body = reply
+        if status not in expected:
+            raise ServerError(kind, status, str(body))
         return reply
 
 
