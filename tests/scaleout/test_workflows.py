@@ -14,9 +14,14 @@ import os
 import time
 from collections.abc import Callable
 
+import pytest
+
 from tests.scaleout._cluster import Cluster
 from tests.scaleout.flow import GROUP, expected
 from troth import Troth
+
+# Slow: a thousand workflows on three servers and three workers, about a minute each.
+pytestmark = pytest.mark.slow
 
 WORKFLOWS = int(os.environ.get("TROTH_SCALEOUT_WORKFLOWS", "1000"))
 WORKERS = 3
