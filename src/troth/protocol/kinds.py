@@ -17,6 +17,8 @@ from troth.protocol import validation as v
 
 
 class Kind(StrEnum):
+    """A request kind; its value is the kind's name on the wire."""
+
     PROMISE_GET = "promise.get"
     PROMISE_CREATE = "promise.create"
     PROMISE_SETTLE = "promise.settle"
