@@ -7,8 +7,10 @@ their ``help``, so a new setting is added in exactly one place.
 Units: a duration is a whole number of milliseconds, as on the wire (``timeoutAt``, ``ttl``)
 and in every flag here. Constructors across troth follow suit: a duration parameter is an
 ``int`` named ``*_ms`` and is passed by keyword, so ``Pusher(timeout_ms=...)`` cannot be
-given seconds by mistake; a class turns it into seconds only where asyncio wants them. (The
-SDK's public API takes ``timedelta`` instead, which carries its unit.)
+given seconds by mistake; a class turns it into seconds only where asyncio wants them.
+Names the specification gives keep its spelling (the machine's ``retry_timeout``, a task's
+``ttl``) and are milliseconds too; the SDK's public API takes ``timedelta``, which carries
+its unit.
 """
 
 from __future__ import annotations
