@@ -18,9 +18,11 @@ from collections.abc import Collection
 
 import psycopg
 
-from troth.storage import codec
-from troth.storage.reach import poll_groups
 from troth.storage.service import Delivery
+from troth.storage.sql import outbox
+from troth.storage.sql.dialect import POSTGRES
+
+_UNCLAIMED = "(claimed_until IS NULL OR claimed_until <= clock_timestamp())"
 
 
 def undelivered(
@@ -33,16 +35,8 @@ def undelivered(
     """Up to ``limit`` messages after ``seq`` ``after``, in the order they were (last)
     enqueued; with ``groups``, poll messages only of those groups (``reach``); with
     ``unclaimed``, none that a server holds a live claim on."""
-    reach, params = poll_groups(groups, "%s")
-    claims = (
-        "(claimed_until IS NULL OR claimed_until <= clock_timestamp())" if unclaimed else "TRUE"
-    )
-    rows = conn.execute(
-        "SELECT seq, address, message FROM outbox"
-        f" WHERE seq > %s AND {reach} AND {claims} ORDER BY seq LIMIT %s",
-        (after, *params, limit),
-    ).fetchall()
-    return [Delivery(seq, address, codec.message(message)) for seq, address, message in rows]
+    where = _UNCLAIMED if unclaimed else "TRUE"
+    return outbox.undelivered(conn, POSTGRES, limit, after, groups, where=where)
 
 
 def acknowledge(conn: psycopg.Connection, seqs: list[int]) -> None:

@@ -1,32 +1,11 @@
-"""Reading and acknowledging the outbox (the delivery side of the transactional outbox).
-
-Rows stay until acknowledged, so a message read but not delivered before a crash is read
-again after restart. Acknowledgement is by ``seq``: a row superseded since it was read has
-a new ``seq`` and survives the acknowledgement of the old one.
-"""
+"""Which outbox rows are still there, and acknowledging them, on SQLite; reading them is
+shared (``troth.storage.sql.outbox``)."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection
 
 from troth.storage import codec
-from troth.storage.reach import poll_groups
-from troth.storage.service import Delivery
-
-
-def undelivered(
-    conn: sqlite3.Connection, limit: int, after: int = 0, groups: Collection[str] | None = None
-) -> list[Delivery]:
-    """Up to ``limit`` messages after ``seq`` ``after``, in the order they were (last)
-    enqueued; with ``groups``, poll messages only of those groups (``reach``)."""
-    reach, params = poll_groups(groups, "?")
-    rows = conn.execute(
-        "SELECT seq, address, message FROM outbox"
-        f" WHERE seq > ? AND {reach} ORDER BY seq LIMIT ?",
-        (after, *params, limit),
-    )
-    return [Delivery(seq, address, codec.message(message)) for seq, address, message in rows]
 
 
 def present(conn: sqlite3.Connection, seqs: list[int]) -> set[int]:

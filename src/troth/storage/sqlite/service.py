@@ -27,6 +27,8 @@ from troth.protocol.envelope import Request
 from troth.protocol.responses import Reply, Snapshot
 from troth.storage.service import Delivery
 from troth.storage.snapshot import snapshot
+from troth.storage.sql.dialect import SQLITE
+from troth.storage.sql.outbox import undelivered
 from troth.storage.sql.schema import clear
 from troth.storage.sqlite import liveness, outbox, schema
 from troth.storage.sqlite.store import SqliteStore
@@ -53,8 +55,8 @@ class SqliteService:
     def __init__(
         self,
         path: str,
-        retry_timeout: int = 5000,
         *,
+        retry_timeout: int = 5000,
         synchronous: str = "FULL",
         readers: int = 4,
         owner: str | None = None,
@@ -142,7 +144,7 @@ class SqliteService:
         seen every row up to ``seq`` s and left some (another process's unicast messages)
         can read on from s and meet only rows it has not seen.
         """
-        return await self._read(lambda store: outbox.undelivered(store.conn, limit, after, groups))
+        return await self._read(lambda store: undelivered(store.conn, SQLITE, limit, after, groups))
 
     async def claim(self, deliveries: list[Delivery], holder: str, ttl: int) -> list[Delivery]:
         """Those still in the outbox: one server owns a SQLite file, so nobody else delivers
@@ -176,9 +178,9 @@ class SqliteService:
             if self._writer.failure is not None:
                 # Reads still work on a full disk: only a write tells whether writes do.
                 await self._write(
-                    lambda store: store.conn.execute(
-                        "UPDATE health SET probed_at = probed_at + 1"
-                    ).rowcount
+                    lambda store: (
+                        store.conn.execute("UPDATE health SET probed_at = probed_at + 1").rowcount
+                    )
                 )
         except (sqlite3.Error, OSError):
             return False
