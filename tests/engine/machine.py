@@ -22,7 +22,7 @@ TARGET = "poll://any@workers"
 class Machine:
     def __init__(self, path: Path, retry_timeout: int = R) -> None:
         self.loop = asyncio.new_event_loop()
-        self.service = SqliteService(str(path), retry_timeout)
+        self.service = SqliteService(str(path), retry_timeout=retry_timeout)
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)

@@ -32,7 +32,7 @@ class ChunkedMachine(Machine):
 
     def __init__(self, path: Path, policy: CatchUp) -> None:
         self.loop = asyncio.new_event_loop()
-        self.service = SqliteService(str(path), R, catch_up=policy)
+        self.service = SqliteService(str(path), retry_timeout=R, catch_up=policy)
 
 
 def schedule(

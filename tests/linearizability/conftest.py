@@ -93,7 +93,9 @@ def _sqlite_opener(tmp_path: Path) -> Opener:
 
 def _postgres_opener(url: str) -> Opener:
     async def open() -> Target:
-        services = [PostgresService(url, RETRY_TIMEOUT, pool_size=8) for _ in range(SERVERS)]
+        services = [
+            PostgresService(url, retry_timeout=RETRY_TIMEOUT, pool_size=8) for _ in range(SERVERS)
+        ]
         await services[0].reset()
         return ServiceTarget(services)
 

@@ -28,7 +28,10 @@ def seqs(deliveries: list[Delivery]) -> list[int]:
 
 def test_a_claimed_row_is_refused_to_others_until_given_up(db_url: str) -> None:
     async def scenario() -> None:
-        a, b = PostgresService(db_url, R, pool_size=2), PostgresService(db_url, R, pool_size=2)
+        a, b = (
+            PostgresService(db_url, retry_timeout=R, pool_size=2),
+            PostgresService(db_url, retry_timeout=R, pool_size=2),
+        )
         rows = await enqueued(a, 3)
         assert seqs(await a.claim(rows[:2], "a", 60_000)) == seqs(rows[:2])
         assert seqs(await b.claim(rows, "b", 60_000)) == seqs(rows[2:])
@@ -43,7 +46,7 @@ def test_a_claimed_row_is_refused_to_others_until_given_up(db_url: str) -> None:
 
 def test_a_claim_lapses_so_a_dead_servers_rows_are_taken_over(db_url: str) -> None:
     async def scenario() -> None:
-        service = PostgresService(db_url, R, pool_size=2)
+        service = PostgresService(db_url, retry_timeout=R, pool_size=2)
         rows = await enqueued(service, 2)
         assert await service.claim(rows, "dead", 300) == rows
         assert await service.claim(rows, "alive", 60_000) == []
@@ -56,7 +59,7 @@ def test_a_claim_lapses_so_a_dead_servers_rows_are_taken_over(db_url: str) -> No
 
 def test_a_superseding_message_is_anybodys_to_deliver(db_url: str) -> None:
     async def scenario() -> None:
-        service = PostgresService(db_url, R, pool_size=2)
+        service = PostgresService(db_url, retry_timeout=R, pool_size=2)
         [old] = await enqueued(service, 1)
         assert await service.claim([old], "a", 60_000) == [old]
         assert await service.fire_due(R) == 1  # the task's retry re-sends its execute
@@ -70,7 +73,7 @@ def test_a_superseding_message_is_anybodys_to_deliver(db_url: str) -> None:
 
 def test_rows_claimed_by_servers_at_once_go_to_exactly_one_of_them(db_url: str) -> None:
     async def scenario() -> None:
-        services = [PostgresService(db_url, R, pool_size=4) for _ in range(3)]
+        services = [PostgresService(db_url, retry_timeout=R, pool_size=4) for _ in range(3)]
         rows = await enqueued(services[0], 200)
         # Each server claims every row, in small overlapping batches, all at the same time.
         batches = [rows[i : i + 20] for i in range(0, len(rows), 10)]
@@ -91,7 +94,7 @@ def test_rows_claimed_by_servers_at_once_go_to_exactly_one_of_them(db_url: str) 
 
 def test_one_server_owns_a_sqlite_outbox_and_claims_everything(tmp_path: Path) -> None:
     async def scenario() -> None:
-        service = SqliteService(str(tmp_path / "t.db"), R)
+        service = SqliteService(str(tmp_path / "t.db"), retry_timeout=R)
         await service.handle(targeted("p"), 0)
         rows = await service.undelivered(10)
         assert await service.claim(rows, "a", 60_000) == rows

@@ -25,7 +25,7 @@ class PgMachine(Machine):
 
     def __init__(self, url: str, retry_timeout: int = R) -> None:
         self.loop = asyncio.new_event_loop()
-        self.service = PostgresService(url, retry_timeout, pool_size=2)
+        self.service = PostgresService(url, retry_timeout=retry_timeout, pool_size=2)
 
 
 @pytest.fixture

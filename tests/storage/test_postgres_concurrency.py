@@ -63,7 +63,7 @@ def callback(awaited: str, awaiter: str) -> Request:
 
 def run(scenario: Callable[..., Awaitable[None]], url: str, services: int = 2) -> None:
     async def main() -> None:
-        opened = [PostgresService(url, R, pool_size=8) for _ in range(services)]
+        opened = [PostgresService(url, retry_timeout=R, pool_size=8) for _ in range(services)]
         try:
             await scenario(*opened)
         finally:
@@ -256,7 +256,7 @@ async def deadlocks(url: str, more_than: int | None = None) -> int:
 
 def test_a_request_that_keeps_losing_raises_retriable_and_commits_nothing(url: str) -> None:
     async def scenario() -> None:
-        service = PostgresService(url, R, retries=2, lock_timeout=50)
+        service = PostgresService(url, retry_timeout=R, retries=2, lock_timeout_ms=50)
         await ok(service, create("p"))
         before = await service.snapshot()
         with connect(url) as holder:

@@ -122,7 +122,7 @@ class SqliteBackend:
         self.target = str(path)  # what ``tests/storage/hammer.py`` opens
 
     def service(self, retry_timeout: int = R) -> SqliteService:
-        return SqliteService(str(self.path), retry_timeout)
+        return SqliteService(str(self.path), retry_timeout=retry_timeout)
 
     def transact(self, work: Callable[[SqlStore[Any]], T]) -> T:
         """Run ``work`` on the store in one committed write transaction: state the handlers
@@ -167,7 +167,7 @@ class PostgresBackend:
         self.target = url
 
     def service(self, retry_timeout: int = R) -> PostgresService:
-        return PostgresService(self.url, retry_timeout)
+        return PostgresService(self.url, retry_timeout=retry_timeout)
 
     def transact(self, work: Callable[[SqlStore[Any]], T]) -> T:
         with pg_connect(self.url) as conn:

@@ -47,7 +47,7 @@ class PostgresService:
     ``retry_timeout`` is Lean's ``config.retryTimeout`` (ms). ``pool_size`` connections
     (and as many worker threads) serve requests; one more listens for other servers'
     outbox notifications once ``outbox_changed`` is first asked for. A transaction aborted
-    by a concurrent one is retried up to ``retries`` times; ``lock_timeout`` (ms) bounds a
+    by a concurrent one is retried up to ``retries`` times; ``lock_timeout_ms`` bounds a
     wait for an object lock. ``catch_up`` is how schedules catch up on missed occurrences
     (``troth.engine.timeouts.CatchUp``).
     """
@@ -55,18 +55,18 @@ class PostgresService:
     def __init__(
         self,
         url: str,
-        retry_timeout: int = 5000,
         *,
+        retry_timeout: int = 5000,
         pool_size: int = 10,
         retries: int = 8,
-        lock_timeout: int = 5000,
+        lock_timeout_ms: int = 5000,
         catch_up: CatchUp = LEAN,
     ) -> None:
         if retry_timeout <= 0:
             # A non-positive retry would re-arm a due retry at a due instant for ever.
             raise ValueError("retry_timeout must be positive")
-        if pool_size < 1 or retries < 0 or lock_timeout < 1:
-            raise ValueError("pool_size and lock_timeout must be positive, retries >= 0")
+        if pool_size < 1 or retries < 0 or lock_timeout_ms < 1:
+            raise ValueError("pool_size and lock_timeout_ms must be positive, retries >= 0")
         self.url = url
         self.retry_timeout = retry_timeout
         self.retries = retries
@@ -78,7 +78,7 @@ class PostgresService:
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True},
-            configure=functools.partial(connection.configure, lock_timeout=lock_timeout),
+            configure=functools.partial(connection.configure, lock_timeout=lock_timeout_ms),
             # Checked before each use: after a database restart an idle connection is dead,
             # and is replaced here rather than failing the request that draws it.
             check=ConnectionPool.check_connection,
