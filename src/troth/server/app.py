@@ -20,7 +20,6 @@ loops; shutdown ends every poll stream, stops the loops and closes the service.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from urllib.parse import unquote_to_bytes
 
@@ -128,9 +127,7 @@ class App:
         self.hub.close_all()
         for loop in self._loops:
             loop.cancel()
-        for loop in self._loops:
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop
+        await asyncio.gather(*self._loops, return_exceptions=True)  # each catches its own
         self._loops = []
         await self.delivery.stop()
         await self.pusher.close()
