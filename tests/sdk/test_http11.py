@@ -120,6 +120,6 @@ async def test_an_answer_that_is_not_http_is_a_protocol_error(serve):
 
 
 async def test_no_server_is_an_os_error():
-    client = Http11Client("http://127.0.0.1:9/", timeout=2)
+    client = Http11Client("http://127.0.0.1:9/", timeout_ms=2000)
     with pytest.raises(OSError):
         await client.post(b"x")

@@ -69,8 +69,8 @@ def envelope(kind: str, cid: str, status: int, data: object) -> bytes:
     return json.dumps({"kind": kind, "head": head, "data": data}).encode()
 
 
-def network(url: str, request_retry: float) -> HttpNetwork:
-    return HttpNetwork(url, "g", "pid", WallClock(), request_retry=request_retry)
+def network(url: str, request_retry_ms: int) -> HttpNetwork:
+    return HttpNetwork(url, "g", "pid", WallClock(), request_retry_ms=request_retry_ms)
 
 
 async def test_a_503_with_retry_after_is_sent_again_after_the_pause_it_asks_for():
@@ -84,7 +84,7 @@ async def test_a_503_with_retry_after_is_sent_again_after_the_pause_it_asks_for(
         return 200, {}, envelope(kind, cid, 200, {"promise": PROMISE})
 
     server, url = await fake_server(answer)
-    net = network(url, request_retry=10)
+    net = network(url, request_retry_ms=10_000)
     try:
         began = time.monotonic()
         status, body = await net.send("promise.get", PromiseGetRequest("p1"))
@@ -108,7 +108,7 @@ async def test_a_429_of_the_rate_limit_is_sent_again_after_its_retry_after():
         return 200, {}, envelope(kind, cid, 200, {"promise": PROMISE})
 
     server, url = await fake_server(answer)
-    net = network(url, request_retry=10)
+    net = network(url, request_retry_ms=10_000)
     try:
         status, body = await net.send("promise.get", PromiseGetRequest("p1"))
     finally:
@@ -120,7 +120,7 @@ async def test_a_429_of_the_rate_limit_is_sent_again_after_its_retry_after():
 
 async def test_a_refused_connection_is_retried_until_the_server_listens():
     port = free_port()
-    net = network(f"http://127.0.0.1:{port}", request_retry=10)
+    net = network(f"http://127.0.0.1:{port}", request_retry_ms=10_000)
 
     def answer(kind: str, cid: str) -> tuple[int, dict[str, str], bytes]:
         return 200, {}, envelope(kind, cid, 200, {"promise": PROMISE})
@@ -163,7 +163,7 @@ async def test_a_5xx_that_persists_is_returned_after_the_bound_and_the_log_is_su
         return 503, {"Retry-After": "0.05"}, envelope(kind, cid, 503, "busy")
 
     server, url = await fake_server(answer)
-    net = network(url, request_retry=1.0)
+    net = network(url, request_retry_ms=1000)
     try:
         with caplog.at_level(logging.WARNING, logger="troth.sdk"):
             began = time.monotonic()

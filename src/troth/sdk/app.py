@@ -10,12 +10,13 @@ Both modes run the same worker loop over the same ``Network`` seam.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sqlite3
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import timedelta
-from typing import Any, Concatenate, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, Unpack, cast, overload
 
 from troth.protocol.kinds import Kind
 from troth.protocol.records import (
@@ -36,10 +37,12 @@ from troth.sdk.codec import DEFAULT_MAX_VALUE_BYTES, Codec, Encryptor, parameter
 from troth.sdk.context import Context
 from troth.sdk.errors import FunctionNotFoundError, IdempotencyConflictError, ServerError
 from troth.sdk.execution import SCOPE, Runtime, SettledCache
+from troth.sdk.leases import Leases
 from troth.sdk.network import Network, action_head, anycast, new_pid, target_address
 from troth.sdk.options import (
     DeadlineSource,
     Options,
+    StartOptions,
     deadline,
     deadline_tags,
     options,
@@ -58,6 +61,31 @@ T = TypeVar("T")
 DEFAULT_DB = "troth.db"
 
 
+class ExecutionStart(Protocol):
+    """``run`` and ``rpc``: an execution id, a function, then the function's own arguments,
+    typed by its signature; the handle's ``result()`` has the function's return type."""
+
+    @overload
+    def __call__(
+        self,
+        id: str,
+        fn: Callable[Concatenate[Context, P], Awaitable[T]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> Handle[T]: ...
+    @overload
+    def __call__(
+        self, id: str, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Handle[T]: ...
+    @overload
+    def __call__(
+        self, id: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> Handle[T]: ...
+    @overload
+    def __call__(self, id: str, fn: str, /, *args: Any, **kwargs: Any) -> Handle[Any]: ...
+
+
 class Starts:
     """The ways to start an execution: ``run`` (here) and ``rpc`` (on a worker group). The
     app starts with default options; ``app.options(...)`` returns one with options.
@@ -69,60 +97,20 @@ class Starts:
     _app: Troth
     _opts: Options
 
-    @overload
-    def run(
-        self,
-        id: str,
-        fn: Callable[Concatenate[Context, P], Awaitable[T]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> Handle[T]: ...
-    @overload
-    def run(
-        self, id: str, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
-    ) -> Handle[T]: ...
-    @overload
-    def run(
-        self, id: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
-    ) -> Handle[T]: ...
-    @overload
-    def run(self, id: str, fn: str, /, *args: Any, **kwargs: Any) -> Handle[Any]: ...
-    def run(
-        self, id: str, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
-    ) -> Handle[Any]:
+    @property
+    def run(self) -> ExecutionStart:
         """Start ``fn(*args, **kwargs)`` as execution ``id`` here, or join it if it exists.
 
         The execution starts in this process (``task.create`` hands it over already held);
         if it later suspends, any worker of this app's group may resume it.
         """
-        return self._app._run(self._opts, id, fn, args, kwargs)
+        return cast(ExecutionStart, functools.partial(self._app._run, self._opts))
 
-    @overload
-    def rpc(
-        self,
-        id: str,
-        fn: Callable[Concatenate[Context, P], Awaitable[T]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> Handle[T]: ...
-    @overload
-    def rpc(
-        self, id: str, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
-    ) -> Handle[T]: ...
-    @overload
-    def rpc(
-        self, id: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
-    ) -> Handle[T]: ...
-    @overload
-    def rpc(self, id: str, fn: str, /, *args: Any, **kwargs: Any) -> Handle[Any]: ...
-    def rpc(
-        self, id: str, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
-    ) -> Handle[Any]:
+    @property
+    def rpc(self) -> ExecutionStart:
         """Start ``fn`` as execution ``id`` on any worker of the ``target`` option's group
         (default: this app's group), or join it if it exists."""
-        return self._app._rpc(self._opts, id, fn, args, kwargs)
+        return cast(ExecutionStart, functools.partial(self._app._rpc, self._opts))
 
     @property
     def schedules(self) -> Schedules:
@@ -174,7 +162,7 @@ class Troth(Starts):
         self.retry_timeout_ms = round(retry_timeout.total_seconds() * 1000)
         # Remote mode: how long a request that got no answer (or a 502/503/504) is retried
         # before the call fails with ``NetworkError`` (see ``troth.sdk.http``).
-        self.request_retry = request_retry.total_seconds()
+        self.request_retry_ms = round(request_retry.total_seconds() * 1000)
         self.clock: Clock = clock or WallClock()
         # Stopping lets running steps record their results for this long, then releases.
         self.shutdown_grace = shutdown_grace.total_seconds()
@@ -249,6 +237,7 @@ class Troth(Starts):
                 self.registry,
                 self.clock,
                 SettledCache(),
+                Leases(self.clock, self.ttl_ms),
                 default_timeout=self.default_timeout,
             )
         return self._runtime
@@ -263,7 +252,7 @@ class Troth(Starts):
                 self.pid,
                 self.clock,
                 token=self.token,
-                request_retry=self.request_retry,
+                request_retry_ms=self.request_retry_ms,
             )
         from troth.sdk.local import LocalNetwork
         from troth.storage.sqlite import SqliteService
@@ -283,7 +272,7 @@ class Troth(Starts):
         if self.started:
             return
         runtime = self.runtime
-        self._worker = Worker(runtime, self.ttl_ms, self.concurrency, self.waiter.notify)
+        self._worker = Worker(runtime, self.concurrency, self.waiter.notify)
         self._worker.start()
         self.started = True
         await runtime.network.start(self._worker.on_message, self.waiter.relisten)
@@ -322,19 +311,10 @@ class Troth(Starts):
 
     # -- starting executions ------------------------------------------------------------------
 
-    def options(
-        self,
-        *,
-        timeout: timedelta | float | None = None,
-        target: str | None = None,
-        version: int | None = None,
-        tags: Mapping[str, str] | None = None,
-        grace: timedelta | float | None = None,
-    ) -> StartsWith:
+    def options(self, **given: Unpack[StartOptions]) -> StartsWith:
         """``run`` and ``rpc`` with these options (see ``troth.sdk.options.Options``):
         ``app.options(target="payments", timeout=3600).rpc("pay-7", charge, "acct")``."""
-        opts = options(timeout, target=target, version=version, tags=tags, grace=grace)
-        return StartsWith(self, opts)
+        return StartsWith(self, options(**given))
 
     async def cancel(
         self, id: str, reason: str | BaseException | None = None, *, detached: bool = False
@@ -345,12 +325,7 @@ class Troth(Starts):
         await self.executions.cancel(id, reason, detached=detached)
 
     def _run(
-        self,
-        opts: Options,
-        id: str,
-        fn: Callable[..., Any] | str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        self, opts: Options, id: str, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
     ) -> Handle[Any]:
         entry = self._entry(fn, opts.version)
         worker = self.worker
@@ -359,21 +334,28 @@ class Troth(Starts):
         return Handle(self, id, entry.hints[1], started)
 
     def _rpc(
+        self, opts: Options, id: str, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
+    ) -> Handle[Any]:
+        invocation = self.invocation(fn, args, kwargs, target=opts.target, version=opts.version)
+        started = self._start(id, self._create(self._root(id, fn, opts, *invocation)))
+        hint = None if isinstance(fn, str) else parameter_hints(fn)[1]
+        return Handle(self, id, hint, started)
+
+    def _root(
         self,
-        opts: Options,
         id: str,
         fn: Callable[..., Any] | str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Handle[Any]:
-        param, tags = self.invocation(fn, args, kwargs, target=opts.target, version=opts.version)
+        opts: Options,
+        param: Value,
+        tags: dict[str, str],
+    ) -> PromiseCreateRequest:
+        """The root promise of execution ``id``, given its ``invocation``: a lineage of its
+        own, the call's tags, and its deadline."""
         tags.update({ORIGIN: id, BRANCH: id, PARENT: id, **opts.tags})
         at, source = self._deadline(fn, opts)
         tags.update(deadline_tags(source))
         tags.update(grace_tags(opts, at, source))
-        started = self._start(id, self._create(PromiseCreateRequest(id, at, param, tags)))
-        hint = None if isinstance(fn, str) else parameter_hints(fn)[1]
-        return Handle(self, id, hint, started)
+        return PromiseCreateRequest(id, at, param, tags)
 
     def _deadline(
         self, fn: Callable[..., Any] | str, opts: Options
@@ -468,21 +450,17 @@ class Troth(Starts):
 
         An execution that exists is joined if it runs the same function with the same
         arguments, else ``IdempotencyConflictError`` (see ``same_work``)."""
-        data = invocation_data(entry.name, entry.version, args, kwargs)
-        target = target_address(opts.target) if opts.target else anycast(self.group, self.pid)
-        tags = {ORIGIN: id, BRANCH: id, PARENT: id, SCOPE: "global", TARGET: target}
-        tags.update({**work_tags(entry.name, args, kwargs), **opts.tags})
-        at, source = self._deadline(entry.fn, opts)
-        tags.update(deadline_tags(source))
-        tags.update(grace_tags(opts, at, source))
-        create = PromiseCreateRequest(id, at, self.codec.encode(data), tags)
+        # Preferably this process, which drives it at once if ``task.create`` hands it over.
+        target = opts.target or anycast(self.group, self.pid)
+        invocation = self.invocation(entry.name, args, kwargs, target, entry.version)
+        create = self._root(id, entry.fn, opts, *invocation)
         action = CreateAction(Kind.PROMISE_CREATE, action_head(), create)
         request = TaskCreateRequest(self.pid, self.ttl_ms, action)
         sent = self.clock.now()
         status, body = await self.runtime.network.call(Kind.TASK_CREATE, request, (200, 409, 422))
         if status in (409, 422):
             # It exists, and someone else holds it or it is a plain promise: join it.
-            same_work(id, (await self.promises.get(id)).record, tags)
+            same_work(id, (await self.promises.get(id)).record, create.tags)
             return None
         driving = None  # the 200's body is a TaskClaimResponse (Kind.TASK_CREATE.responses)
         if body.task is not None and body.task.state == TaskState.ACQUIRED:
@@ -491,7 +469,7 @@ class Troth(Starts):
             driving = worker.spawn(worker.drive(body.task, body.promise, body.preload, sent))
         elif body.promise.state != PromiseState.PENDING:
             self.runtime.settled.add(body.promise)
-        same_work(id, body.promise, tags)
+        same_work(id, body.promise, create.tags)
         return driving
 
     async def _create(self, request: PromiseCreateRequest) -> None:

@@ -19,13 +19,15 @@ another call's record.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import random as _random
 import uuid as _uuid
-from collections.abc import Awaitable, Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Concatenate, Generic, NamedTuple, ParamSpec, TypeVar, cast, overload
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpack, cast, overload
 
 import msgspec
 
@@ -56,6 +58,7 @@ from troth.sdk.errors import (
 from troth.sdk.execution import RUN_TAG, SCOPE, Execution, Runtime
 from troth.sdk.network import anycast, target_address
 from troth.sdk.options import (
+    CallOptions,
     DeadlineSource,
     Options,
     as_timedelta,
@@ -132,16 +135,47 @@ async def invoke(
         runtime.active_steps -= 1
 
 
-class Step(NamedTuple):
-    """A local step as the code calls it now: what it runs and how it retries."""
+@dataclass(frozen=True)
+class Step:
+    """A local step as the code calls it now: its promise, what it runs, how it retries.
 
+    The defaults are those of a recorded value (``ctx.now()``, ``random``, ``uuid``)."""
+
+    id: str
     call: Call
     fn: Callable[..., Any]
-    durable: bool
-    policy: RetryPolicy
-    opts: Options
-    timeouts: list[tuple[timedelta | None, DeadlineSource]]  # deadline choices, in order
     shielded: bool  # made inside ``ctx.shield()``: a cancellation does not stop it
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    durable: bool = False  # ``fn`` takes a ``Context``
+    policy: RetryPolicy = field(default_factory=Never)
+    opts: Options = field(default_factory=Options)
+    timeouts: list[tuple[timedelta | None, DeadlineSource]] = field(default_factory=list)
+    """The step's deadline choices, in order of precedence."""
+
+
+class DurableCall(Protocol):
+    """``run``, ``rpc`` and ``detached``: a function, then its own arguments, typed by its
+    signature; the future's value has the function's return type."""
+
+    @overload
+    def __call__(
+        self,
+        fn: Callable[Concatenate[Context, P], Awaitable[T]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> DurableFuture[T]: ...
+    @overload
+    def __call__(
+        self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> DurableFuture[T]: ...
+    @overload
+    def __call__(
+        self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> DurableFuture[T]: ...
+    @overload
+    def __call__(self, fn: str, /, *args: Any, **kwargs: Any) -> DurableFuture[Any]: ...
 
 
 class Calls:
@@ -157,83 +191,37 @@ class Calls:
     _ctx: Context
     _opts: Options
 
-    @overload
-    def run(
-        self,
-        fn: Callable[Concatenate[Context, P], Awaitable[T]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> DurableFuture[T]: ...
-    @overload
-    def run(
-        self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
-    ) -> DurableFuture[T]: ...
-    @overload
-    def run(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> DurableFuture[T]: ...
-    @overload
-    def run(self, fn: str, /, *args: Any, **kwargs: Any) -> DurableFuture[Any]: ...
-    def run(self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> DurableFuture[Any]:
+    @property
+    def run(self) -> DurableCall:
         """Run ``fn`` here as a durable step: recorded once, never repeated once finished.
 
         ``fn`` may be a plain function (``def`` runs in a thread, ``async def`` in the
         loop; retried with ``Exponential()`` by default) or a durable function taking a
         ``Context`` (not retried as a whole by default), or a registered function's name.
         """
-        return self._ctx._run(self._opts, fn, args, kwargs)
+        return cast(DurableCall, functools.partial(self._ctx._run, self._opts))
 
     begin_run = run
 
-    @overload
-    def rpc(
-        self,
-        fn: Callable[Concatenate[Context, P], Awaitable[T]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> DurableFuture[T]: ...
-    @overload
-    def rpc(
-        self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
-    ) -> DurableFuture[T]: ...
-    @overload
-    def rpc(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> DurableFuture[T]: ...
-    @overload
-    def rpc(self, fn: str, /, *args: Any, **kwargs: Any) -> DurableFuture[Any]: ...
-    def rpc(self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> DurableFuture[Any]:
+    @property
+    def rpc(self) -> DurableCall:
         """Run ``fn`` on any worker of the ``target`` option's group (default: this app's
         group), as a child execution whose deadline is within this one's.
 
         The param is ``invocation_data``, the shape every Resonate SDK reads.
         """
-        return self._ctx._call_remote("rpc", fn, args, kwargs, self._opts, self._ctx.timeout_at)
+        cap = self._ctx.timeout_at
+        return cast(DurableCall, functools.partial(self._ctx._call_remote, "rpc", self._opts, cap))
 
     begin_rpc = rpc
 
-    @overload
-    def detached(
-        self,
-        fn: Callable[Concatenate[Context, P], Awaitable[T]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> DurableFuture[T]: ...
-    @overload
-    def detached(
-        self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
-    ) -> DurableFuture[T]: ...
-    @overload
-    def detached(
-        self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
-    ) -> DurableFuture[T]: ...
-    @overload
-    def detached(self, fn: str, /, *args: Any, **kwargs: Any) -> DurableFuture[Any]: ...
-    def detached(
-        self, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
-    ) -> DurableFuture[Any]:
+    @property
+    def detached(self) -> DurableCall:
         """Start ``fn`` as an execution of its own: its deadline is not capped by this one's
         and nothing here waits for it unless the returned future is awaited."""
-        return self._ctx._call_remote("detached", fn, args, kwargs, self._opts, None)
+        return cast(
+            DurableCall, functools.partial(self._ctx._call_remote, "detached", self._opts, None)
+        )
 
 
 class CallsWith(Calls):
@@ -266,6 +254,8 @@ class Context(Calls):
         origin: str,
         branch: str,
         timeout_at: int,
+        *,
+        attempt: int = 1,
         shielded: bool = False,
     ) -> None:
         self._execution = execution
@@ -274,28 +264,16 @@ class Context(Calls):
         self.origin = origin
         self.branch = branch
         self.timeout_at = timeout_at
-        self.attempt = 1
+        self.attempt = attempt  # of the function this context runs (1, then its retries)
         self._ctx = self
         self._opts = Options()
         self._inherited_shield = shielded  # a durable function run from inside a shield
         self._shields = 0
 
-    def options(
-        self,
-        *,
-        timeout: timedelta | float | None = None,
-        retry: RetryPolicy | None = None,
-        non_retryable: tuple[type[BaseException], ...] = (),
-        target: str | None = None,
-        version: int | None = None,
-        id: str | None = None,
-        tags: Mapping[str, str] | None = None,
-        grace: timedelta | float | None = None,
-    ) -> CallsWith:
+    def options(self, **given: Unpack[CallOptions]) -> CallsWith:
         """The durable calls (``run``, ``rpc``, ``detached``) made with these options (see
         ``troth.sdk.options.Options``): ``ctx.options(timeout=30).run(fetch, url)``."""
-        opts = options(timeout, retry, non_retryable, target, version, id, tags, grace)
-        return CallsWith(self, opts)
+        return CallsWith(self, options(**given))
 
     # -- cancellation and compensation ---------------------------------------------------
 
@@ -338,11 +316,7 @@ class Context(Calls):
     # -- local steps ------------------------------------------------------------------------
 
     def _run(
-        self,
-        opts: Options,
-        fn: Callable[..., Any] | str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        self, opts: Options, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
     ) -> DurableFuture[Any]:
         self._guard()
         registry = self._execution.runtime.registry
@@ -364,11 +338,19 @@ class Context(Calls):
                 "the grace option applies to executions (ctx.rpc, ctx.detached, app.run, "
                 "app.rpc), not to a step run in this execution"
             )
-        call = Call("run", name, digest(args, kwargs))
-        step = Step(call, func, durable, policy, opts, timeouts, self.shielded)
-        id = self._next(opts.id)
-        task = self._execution.spawn(self._local(id, step, args, kwargs), step=True)
-        return DurableFuture(self._execution, id, task, parameter_hints(func)[1])
+        step = Step(
+            id=self._next(opts.id),
+            call=Call("run", name, digest(args, kwargs)),
+            fn=func,
+            shielded=self.shielded,
+            args=args,
+            kwargs=kwargs,
+            durable=durable,
+            policy=policy,
+            opts=opts,
+            timeouts=timeouts,
+        )
+        return self._step(step, parameter_hints(func)[1])
 
     def now(self) -> DurableFuture[datetime]:
         """The current time, recorded on first run so a replay sees the same instant."""
@@ -387,18 +369,20 @@ class Context(Calls):
         """A value made once and recorded: a step of its own kind, so that a replay whose
         code no longer makes it (or makes it elsewhere) is refused, not shifted."""
         self._guard()
-        step = Step(Call(kind), make, False, Never(), Options(), [], self.shielded)
-        id = self._next(None)
-        task = self._execution.spawn(self._local(id, step, (), {}), step=True)
-        return DurableFuture(self._execution, id, task, hint)
+        step = Step(id=self._next(None), call=Call(kind), fn=make, shielded=self.shielded)
+        return self._step(step, hint)
 
-    async def _local(
-        self, id: str, step: Step, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> PromiseRecord:
+    def _step(self, step: Step, hint: Any) -> DurableFuture[Any]:
+        """Start a local step now; its future decodes the value by ``hint``."""
+        task = self._execution.spawn(self._local(step), step=True)
+        return DurableFuture(self._execution, step.id, task, hint)
+
+    async def _local(self, step: Step) -> PromiseRecord:
         execution = self._execution
+        id = step.id
         record = execution.recorded(id)
         if record is None:
-            tags = {SCOPE: "local", **self._lineage(id, own_branch=False), **step.call.tags()}
+            tags = self._tags(id, "local", step.call, own_branch=False)
             tags[RUN_TAG] = execution.run_id
             tags.update(step.opts.tags)
             if execution.canceled(step.shielded) is not None:
@@ -413,16 +397,14 @@ class Context(Calls):
             return record
         if CANCELED_TAG in record.tags:
             return await self._refuse(record)
-        state, value = await self._attempts(record, step, args, kwargs)
+        state, value = await self._attempts(record, step)
         try:
             return await execution.settle(id, state, value)
         except UnstorableValueError as error:  # the server refused the value's size (413)
             rejected = encode_error(execution.runtime.codec, error)
             return await execution.settle(id, SettleState.REJECTED, rejected)
 
-    async def _attempts(
-        self, record: PromiseRecord, step: Step, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[SettleState, Value]:
+    async def _attempts(self, record: PromiseRecord, step: Step) -> tuple[SettleState, Value]:
         """Run attempts of a pending step until one succeeds or the policy gives up.
 
         The count survives crashes (``troth.sdk.attempts``): a step that an earlier run
@@ -466,10 +448,10 @@ class Context(Calls):
                         self.origin,
                         self.branch,
                         record.timeout_at,
-                        step.shielded,
+                        attempt=attempt,
+                        shielded=step.shielded,
                     )
-                    child.attempt = attempt
-                result = await invoke(runtime, step.fn, child, args, kwargs)
+                result = await invoke(runtime, step.fn, child, step.args, step.kwargs)
                 return SettleState.RESOLVED, runtime.codec.encode(result)
             except ExecutionSignal:
                 raise
@@ -518,11 +500,12 @@ class Context(Calls):
     def _call_remote(
         self,
         kind: str,
-        fn: Callable[..., Any] | str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
         opts: Options,
         cap: int | None,
+        fn: Callable[..., Any] | str,
+        /,
+        *args: Any,
+        **kwargs: Any,
     ) -> DurableFuture[Any]:
         """A child promise targeted at another worker; ``cap`` bounds its deadline."""
         self._guard()
@@ -533,10 +516,8 @@ class Context(Calls):
         target = target_address(opts.target) if opts.target else anycast(self._group())
         # Even a detached child keeps this tree's origin (ids below a root share it); every
         # remote child starts a branch of its own.
-        tags = {SCOPE: "global", TARGET: target, **self._lineage(id, own_branch=True)}
         call = Call(kind, name, digest(args, kwargs))
-        tags.update(call.tags())
-        tags.update(opts.tags)
+        tags = {**self._tags(id, "global", call), TARGET: target, **opts.tags}
         runtime = self._execution.runtime
         choices = [
             (opts.timeout, DeadlineSource.OPTION),
@@ -562,8 +543,7 @@ class Context(Calls):
             wake = now + round((seconds or 0) * 1000)
         id = self._next(None)
         call = Call("sleep")
-        tags = {SCOPE: "global", TIMER: "true", **self._lineage(id, own_branch=True)}
-        tags.update(call.tags())
+        tags = {**self._tags(id, "global", call), TIMER: "true"}
         request = PromiseCreateRequest(id, min(wake, self.timeout_at), Value(), tags)
         return self._child(id, call, request, None)
 
@@ -584,9 +564,7 @@ class Context(Calls):
         param = codec.encode(data) if data is not None else Value()
         promise_id = self._next(id)
         call = Call("promise", None, digest(data) if data is not None else None)
-        all_tags = {SCOPE: "global", **self._lineage(promise_id, own_branch=True)}
-        all_tags.update(call.tags())
-        all_tags.update(tags or {})
+        all_tags = {**self._tags(promise_id, "global", call), **(tags or {})}
         now = self._execution.runtime.clock.now()
         choice = [(as_timedelta(timeout), DeadlineSource.OPTION)]
         at, source = deadline(now, choice, self.timeout_at)
@@ -622,7 +600,7 @@ class Context(Calls):
                 # timeouts only for targeted and timer promises), so nothing would resume an
                 # execution awaiting it. A timer at the same instant, awaited alongside,
                 # resumes it; the replay then reads the promise as timed out.
-                tags = {SCOPE: "global", TIMER: "true", **self._lineage(timer_id, True)}
+                tags = {**self._tags(timer_id, "global"), TIMER: "true"}
                 timer = PromiseCreateRequest(timer_id, record.timeout_at, Value(), tags)
                 if execution.recorded(timer_id) is None:
                     await execution.create(timer)
@@ -679,13 +657,19 @@ class Context(Calls):
     def _group(self) -> str:
         return self._execution.runtime.network.group
 
-    def _lineage(self, id: str, own_branch: bool) -> dict[str, str]:
-        """The origin/parent/branch tags of a child; an explicit id outside this execution's
-        tree starts a lineage of its own (the server requires ids to extend these tags)."""
+    def _tags(
+        self, id: str, scope: str, call: Call | None = None, own_branch: bool = True
+    ) -> dict[str, str]:
+        """The tags of a child promise: its scope, its lineage, and the call that made it
+        (for the replay check). Only a local step stays on this context's branch; an
+        explicit id outside this execution's tree starts a lineage of its own (the server
+        requires ids to extend the origin, parent and branch tags)."""
         return {
+            SCOPE: scope,
             ORIGIN: self.origin if descends(id, self.origin) else id,
             PARENT: self.id if descends(id, self.id) else id,
             BRANCH: id if own_branch or not descends(id, self.branch) else self.branch,
+            **(call.tags() if call is not None else {}),
         }
 
     def _remote(

@@ -13,9 +13,8 @@ blocked on; the worker suspends the task on all of them in one request.
 
 Every child create and settle is a ``task.fence`` at the task's version, so a worker that
 lost its lease cannot write: the fence answers 409 and the run stops driving the task. A
-fence cannot stop a step from *starting*, so a run that may have lost its lease starts no
-step (``Execution.lost``): otherwise a slow run could repeat a step that the run which took
-the task over has already recorded.
+run that may have lost its lease starts no step either (``Execution.lost``, by the lease
+rule of ``troth.sdk.leases``).
 """
 
 from __future__ import annotations
@@ -62,6 +61,7 @@ from troth.sdk.errors import (
     Suspended,
     UnstorableValueError,
 )
+from troth.sdk.leases import HeldTask, Leases
 from troth.sdk.network import Network, action_head, unicast
 from troth.sdk.registry import Registry
 from troth.sdk.replay import Call
@@ -109,11 +109,8 @@ class Runtime:
     registry: Registry
     clock: Clock
     settled: SettledCache
+    leases: Leases  # the tasks this process holds (see ``Execution.lost``)
     active_steps: int = 0  # plain functions running now (virtual time waits for them)
-    # The tasks this process holds: id -> version (for the heartbeat), and id -> the instant
-    # (this clock's ms) until which the lease is certainly live (see ``Execution.lost``).
-    held: dict[str, int] = field(default_factory=dict)
-    leases: dict[str, int] = field(default_factory=dict)
     # ``Troth(default_timeout=...)``: the deadline of executions started without one.
     default_timeout: timedelta | None = None
     # Set when the worker stops: no durable call starts and every wait ends (see
@@ -121,11 +118,6 @@ class Runtime:
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
     # Runs listening for their cancellation, by cancel promise id (see ``Execution.watch``).
     watching: dict[str, Execution] = field(default_factory=dict)
-
-
-class TaskRef(NamedTuple):
-    id: str
-    version: int
 
 
 class Done(NamedTuple):
@@ -157,7 +149,7 @@ _in_step: contextvars.ContextVar[bool] = contextvars.ContextVar("troth_in_step",
 
 class Execution:
     def __init__(
-        self, runtime: Runtime, task: TaskRef, root: PromiseRecord, preload: list[PromiseRecord]
+        self, runtime: Runtime, task: HeldTask, root: PromiseRecord, preload: list[PromiseRecord]
     ) -> None:
         self.runtime = runtime
         self.task = task
@@ -233,20 +225,10 @@ class Execution:
             self.signal = signal
 
     def lost(self) -> LeaseLost | None:
-        """Stop, and say why, unless this run certainly still holds its task.
-
-        A step must not start in a run whose lease may have lapsed: another process may
-        have taken the task meanwhile and recorded that very step, and the fence only stops
-        this run's *writes*. The lease is certainly live until ``ttl`` after the send time
-        of the last acquire or acknowledged heartbeat (the server counts from the later
-        instant it applied the request; only the two clocks' rates need to agree).
-        """
-        runtime = self.runtime
-        if runtime.held.get(self.task.id) != self.task.version:
-            why = "is driven by a newer run of this process"
-        elif runtime.clock.now() >= runtime.leases.get(self.task.id, 0):
-            why = "may have lapsed (no heartbeat was acknowledged in time)"
-        else:
+        """Stop, and say why, unless this run certainly still holds its task: a step must
+        not start otherwise (``troth.sdk.leases``)."""
+        why = self.runtime.leases.lost(self.task)
+        if why is None:
             return None
         signal = LeaseLost(f"the lease of task {self.task.id!r} v{self.task.version} {why}")
         self.stop(signal)

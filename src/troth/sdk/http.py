@@ -14,7 +14,7 @@ answer (connection refused or reset, a timeout), 429 (over the server's ``--rate
 and 502/503/504 (a proxy with no backend, a server that lost a write race or is starting).
 Once every server has been tried, the request waits (the server's ``Retry-After``, else a
 backoff from 0.1 s doubling to 2 s, with jitter) and goes round again, until
-``request_retry`` seconds have passed since it was first sent; then no answer raises
+``request_retry_ms`` have passed since it was first sent; then no answer raises
 ``NetworkError`` and a 5xx (or 429) is returned as it came.
 So a server restart of a few seconds delays callers and steps; it fails none of them, and
 a finished step's result is recorded when the server is back instead of being lost.
@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 MIN_BACKOFF = 0.1
 MAX_BACKOFF = 30.0
 
-DEFAULT_REQUEST_RETRY = 30.0  # seconds a request keeps being retried before it fails
+DEFAULT_REQUEST_RETRY_MS = 30_000  # how long a request keeps being retried before it fails
 MAX_REQUEST_BACKOFF = 2.0  # a request's pause between rounds grows to this
 RETRY_STATUSES = frozenset({429, 502, 503, 504})  # the server (or its proxy) may answer later
 RETRY_LOG_INTERVAL = 5.0  # seconds between warnings about the same outage
@@ -69,12 +69,13 @@ class HttpNetwork(Network):
         group: str,
         pid: str,
         clock: Clock,
+        *,
         token: str | None = None,
-        timeout: float = 10.0,
-        request_retry: float = DEFAULT_REQUEST_RETRY,
+        timeout_ms: int = 10_000,
+        request_retry_ms: int = DEFAULT_REQUEST_RETRY_MS,
     ) -> None:
         self.urls = server_urls(url)
-        self.request_retry = request_retry
+        self._request_retry = request_retry_ms / 1000
         self._outage = _Outage()
         self._current = 0  # index into urls of the server in use
         self.group = group
@@ -84,14 +85,14 @@ class HttpNetwork(Network):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._client = httpx.AsyncClient(
             headers=headers,
-            timeout=httpx.Timeout(timeout),
+            timeout=httpx.Timeout(timeout_ms / 1000),
             limits=httpx.Limits(max_connections=256, max_keepalive_connections=64),
         )
         # Requests go through the lean keep-alive client (see ``http11``), one per server
         # URL; httpx serves the long-lived SSE stream only.
         self._post_headers = {"Content-Type": "application/json", **headers}
         self._posters: dict[str, Http11Client] = {}
-        self._timeout = timeout
+        self._timeout_ms = timeout_ms
         self._listener: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
 
@@ -128,8 +129,8 @@ class HttpNetwork(Network):
 
     async def _post(self, kind: Kind, body: bytes) -> Response:
         """The server's answer to ``body``, retrying transient failures (see the module
-        docstring) for up to ``request_retry`` seconds."""
-        give_up = time.monotonic() + self.request_retry
+        docstring) for up to ``request_retry_ms``."""
+        give_up = time.monotonic() + self._request_retry
         backoff = MIN_BACKOFF
         tried = 0  # servers tried since the last pause
         while True:
@@ -155,7 +156,7 @@ class HttpNetwork(Network):
                 if error is None:
                     return response  # the server's own answer, a 5xx the caller handles
                 raise NetworkError(
-                    f"{kind}: {failure} (retried for {self.request_retry:g} s)"
+                    f"{kind}: {failure} (retried for {self._request_retry:g} s)"
                 ) from error
             pause = min(backoff * random.uniform(0.5, 1.0) if wait is None else wait, remaining)
             self._outage.retrying(url, kind, failure)
@@ -180,7 +181,9 @@ class HttpNetwork(Network):
     def _poster(self, url: str) -> Http11Client:
         poster = self._posters.get(url)
         if poster is None:
-            poster = Http11Client(f"{url}/", self._post_headers, self._timeout)
+            poster = Http11Client(
+                f"{url}/", headers=self._post_headers, timeout_ms=self._timeout_ms
+            )
             self._posters[url] = poster
         return poster
 

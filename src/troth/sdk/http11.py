@@ -129,8 +129,9 @@ class Http11Client:
     def __init__(
         self,
         url: str,
+        *,
         headers: dict[str, str] | None = None,
-        timeout: float = 10.0,
+        timeout_ms: int = 10_000,
         max_connections: int = 256,
         max_idle: int = 64,
     ) -> None:
@@ -140,7 +141,7 @@ class Http11Client:
         self._tls = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port or (443 if self._tls else 80)
-        self._timeout = timeout
+        self._timeout = timeout_ms / 1000
         self._max_idle = max_idle
         self._slots = asyncio.Semaphore(max_connections)
         self._idle: list[_Connection] = []

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from enum import StrEnum
+from typing import TypedDict, Unpack
 
 from troth.protocol.records import MAX_MILLIS
 from troth.sdk.retry import RetryPolicy
@@ -66,26 +67,41 @@ class Options:
     grace: timedelta | None = None
 
 
-def options(
-    timeout: timedelta | float | None = None,
-    retry: RetryPolicy | None = None,
-    non_retryable: tuple[type[BaseException], ...] | list[type[BaseException]] = (),
-    target: str | None = None,
-    version: int | None = None,
-    id: str | None = None,
-    tags: Mapping[str, str] | None = None,
-    grace: timedelta | float | None = None,
-) -> Options:
-    """``Options`` with a timeout given as seconds accepted too."""
+class StepOptions(TypedDict, total=False):
+    """The keywords of ``saga.options(...)``: how a compensation's step runs."""
+
+    timeout: timedelta | float | None
+    retry: RetryPolicy | None
+    non_retryable: tuple[type[BaseException], ...] | list[type[BaseException]]
+
+
+class StartOptions(TypedDict, total=False):
+    """The keywords of ``app.options(...)``: how an execution starts."""
+
+    timeout: timedelta | float | None
+    target: str | None
+    version: int | None
+    tags: Mapping[str, str] | None
+    grace: timedelta | float | None
+
+
+class CallOptions(StepOptions, StartOptions, total=False):
+    """The keywords of ``ctx.options(...)``: every option (see ``Options``)."""
+
+    id: str | None
+
+
+def options(**given: Unpack[CallOptions]) -> Options:
+    """``Options`` from the keywords of an ``options(...)`` call; durations may be seconds."""
     return Options(
-        timeout=as_timedelta(timeout),
-        retry=retry,
-        non_retryable=tuple(non_retryable),
-        target=target,
-        version=version,
-        id=id,
-        tags=dict(tags or {}),
-        grace=as_timedelta(grace),
+        timeout=as_timedelta(given.get("timeout")),
+        retry=given.get("retry"),
+        non_retryable=tuple(given.get("non_retryable", ())),
+        target=given.get("target"),
+        version=given.get("version"),
+        id=given.get("id"),
+        tags=dict(given.get("tags") or {}),
+        grace=as_timedelta(given.get("grace")),
     )
 
 

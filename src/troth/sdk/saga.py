@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, overload
+from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, Unpack, overload
 
-from troth.sdk.options import Options, options
-from troth.sdk.retry import RetryPolicy
+from troth.sdk.options import Options, StepOptions, options
 
 if TYPE_CHECKING:
     from troth.sdk.context import Context
@@ -85,15 +83,9 @@ class Saga(Compensations):
         self._saga = self
         self._opts = Options()
 
-    def options(
-        self,
-        *,
-        retry: RetryPolicy | None = None,
-        non_retryable: tuple[type[BaseException], ...] = (),
-        timeout: timedelta | float | None = None,
-    ) -> CompensationsWith:
+    def options(self, **given: Unpack[StepOptions]) -> CompensationsWith:
         """``on_failure`` with these options for the compensation's step."""
-        return CompensationsWith(self, options(timeout, retry, non_retryable))
+        return CompensationsWith(self, options(**given))
 
     async def __aenter__(self) -> Saga:
         return self
@@ -116,7 +108,7 @@ class Saga(Compensations):
         async with ctx.shield():
             calls = list(reversed(self._registered))
             if self._parallel:
-                futures = [ctx._run(c.opts, c.fn, c.args, c.kwargs) for c in calls]
+                futures = [ctx._run(c.opts, c.fn, *c.args, **c.kwargs) for c in calls]
                 outcomes = await asyncio.gather(*futures, return_exceptions=True)
                 for outcome in outcomes:
                     if isinstance(outcome, Exception):
@@ -126,7 +118,7 @@ class Saga(Compensations):
             else:
                 for c in calls:
                     try:
-                        await ctx._run(c.opts, c.fn, c.args, c.kwargs)
+                        await ctx._run(c.opts, c.fn, *c.args, **c.kwargs)
                     except Exception as e:
                         failures.append(e)
         return failures

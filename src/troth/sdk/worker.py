@@ -1,9 +1,11 @@
 """The worker loop: execute messages in, tasks driven to a suspend, a fulfill or a release.
 
 For each ``execute`` message the worker acquires the task at the message's version, runs
-the function (``Execution``) and then:
+the function (``Execution``) and then, by the outcome (``Worker._after``, one handler each):
 
 - it returned or raised for good: ``task.fulfill`` settles the promise and the task at once;
+- it raised and its retry policy allows another attempt: the failure is recorded (as a
+  step's is, ``troth.sdk.attempts``) and, after the wait, it runs again here;
 - it awaits pending promises: one ``task.suspend`` registers all of them; a 300 (one of
   them settled meanwhile) continues at once in this loop, with the preload it carries;
 - it was canceled while it ran (``troth.sdk.cancellation``) and then blocked: it runs
@@ -16,8 +18,10 @@ the function (``Execution``) and then:
 - a replay diverged from its history: the reason is recorded for its callers (a halt
   record, see ``troth.sdk.client``), then ``task.halt``, logged as an error for an operator.
 
-One heartbeat request every TTL/2 extends the lease of every task held, and at most
-``concurrency`` tasks run at once (further messages wait for a slot before acquiring).
+One heartbeat request every TTL/2 extends the lease of every task held (the leases, and
+the rule that a run starts no step unless its lease is certainly live, are
+``troth.sdk.leases``), and at most ``concurrency`` tasks run at once (further messages
+wait for a slot before acquiring).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 from troth.protocol.ids import origin
@@ -74,34 +79,69 @@ from troth.sdk.execution import (
     Done,
     Execution,
     Failed,
+    Outcome,
     Rerun,
     Runtime,
     Suspend,
 )
-from troth.sdk.execution import TaskRef as HeldTask
+from troth.sdk.leases import HeldTask
 from troth.sdk.network import action_head
 from troth.sdk.registry import Registered
-from troth.sdk.retry import default_policy, next_retry
+from troth.sdk.retry import RetryPolicy, default_policy, next_retry
 
 log = logging.getLogger(__name__)
 
 MAX_SETBACK_BACKOFF = 60.0
 
 
+@dataclass
+class Drive:
+    """A task in this worker's hands: the registered function its root names, with the
+    arguments, and the attempt the next run makes."""
+
+    runtime: Runtime
+    task: HeldTask
+    root: PromiseRecord
+    entry: Registered
+    args: list[Any]
+    kwargs: dict[str, Any]
+    attempt: int = 1
+
+    @property
+    def policy(self) -> RetryPolicy:
+        return self.entry.retry or default_policy(self.entry.durable)
+
+    def execution(self, preload: list[PromiseRecord]) -> Execution:
+        """A new run of the function, knowing the promises in ``preload``."""
+        return Execution(self.runtime, self.task, self.root, preload)
+
+    def main(self, execution: Execution) -> Coroutine[Any, Any, Any]:
+        """The function called for ``execution``, with a root context if it is durable."""
+        ctx = None
+        if self.entry.durable:
+            root = self.root
+            ctx = Context(
+                execution,
+                root.id,
+                root.tags.get(ORIGIN) or origin(root.id),
+                root.tags.get(BRANCH) or root.id,
+                root.timeout_at,
+                attempt=self.attempt,
+            )
+        return invoke(self.runtime, self.entry.fn, ctx, self.args, self.kwargs)
+
+
 class Worker:
     def __init__(
         self,
         runtime: Runtime,
-        ttl_ms: int,
         concurrency: int,
         on_settled: Callable[[PromiseRecord], None],
     ) -> None:
         self.runtime = runtime
-        self.ttl_ms = ttl_ms
+        self.leases = runtime.leases
         self._slots = asyncio.Semaphore(concurrency)
         self._on_settled = on_settled
-        self.held = runtime.held  # task id -> version, for the heartbeat
-        self._held_changed = asyncio.Event()
         self._jobs: set[asyncio.Task[None]] = set()
         self._heartbeat: asyncio.Task[None] | None = None
         self._per_origin_heartbeat = False
@@ -140,19 +180,19 @@ class Worker:
                     len(late),
                     grace,
                 )
-        held = dict(self.held)  # a cancelled drive forgets its task before we release it
+        # A cancelled drive forgets its task before we release it.
+        held = {task.id: task for task in self.leases.held()}
         jobs = [*self._jobs, *([self._heartbeat] if self._heartbeat else [])]
         for job in jobs:
             job.cancel()
         for job in jobs:
             with contextlib.suppress(asyncio.CancelledError):
                 await job
-        held.update(self.held)
-        for task_id, version in held.items():
+        held.update({task.id: task for task in self.leases.held()})
+        for task in held.values():
             with contextlib.suppress(Exception):
-                await self._send(Kind.TASK_RELEASE, TaskReleaseRequest(task_id, version))
-        self.held.clear()
-        self.runtime.leases.clear()
+                await self._send(Kind.TASK_RELEASE, TaskReleaseRequest(task.id, task.version))
+        self.leases.clear()
 
     def spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         job = asyncio.ensure_future(work)
@@ -183,7 +223,7 @@ class Worker:
             if self.runtime.stopping.is_set():
                 return  # it waited for a slot while the worker began to stop
             acquire = TaskAcquireRequest(
-                task.id, task.version, self.runtime.network.pid, self.ttl_ms
+                task.id, task.version, self.runtime.network.pid, self.leases.ttl_ms
             )
             sent = self.runtime.clock.now()
             try:
@@ -212,25 +252,53 @@ class Worker:
         self, task: TaskRecord, root: PromiseRecord, preload: list[PromiseRecord], sent: int
     ) -> None:
         held = HeldTask(task.id, task.version)
-        self.held[held.id] = held.version
-        self.runtime.leases[held.id] = sent + self.ttl_ms
-        self._held_changed.set()
+        self.leases.hold(held, sent)
         try:
             await self._run(held, root, preload)
         except NetworkError as e:
             log.warning("task %s: server unreachable (%s); releasing", held.id, e)
             await self._release(held)
         finally:
-            if self.held.get(held.id) == held.version:
-                del self.held[held.id]
-                del self.runtime.leases[held.id]
+            self.leases.drop(held)
 
     async def _run(self, task: HeldTask, root: PromiseRecord, preload: list[PromiseRecord]) -> None:
+        """Run the task's function, again after each outcome that continues it here, until
+        the task leaves this worker's hands."""
         if is_timer(root.tags):
             # A sleep created by an SDK that targets its timers: nothing to run; its deadline
             # settles it. Let the lease lapse rather than release (a release re-dispatches).
             log.debug("task %s is a timer; leaving it to its deadline", task.id)
             return
+        drive = await self._prepare(task, root)
+        if drive is None:
+            return
+        execution: Execution | None = await self._resume(drive, preload)
+        while execution is not None and self.leases.drives(task):  # else a newer run drives it
+            outcome = await execution.run(drive.main(execution))
+            execution = await self._after(drive, execution, outcome)
+
+    async def _after(
+        self, drive: Drive, execution: Execution, outcome: Outcome
+    ) -> Execution | None:
+        """Act on how a run ended; the execution to run next, or None once the task has left
+        this worker's hands (fulfilled, suspended, released, halted or lost)."""
+        match outcome:
+            case Done(value):
+                await self._fulfill(execution, value, None)
+            case Failed(error):
+                return await self._retry(drive, execution, error)
+            case Suspend(awaited):
+                resumed = await self._suspend(drive.task, awaited)
+                return drive.execution(resumed) if resumed is not None else None
+            case Rerun():
+                return drive.execution([])
+            case Abort(signal):
+                await self._abort(execution, signal)
+        return None
+
+    async def _prepare(self, task: HeldTask, root: PromiseRecord) -> Drive | None:
+        """The function the task's root names, with its arguments; None if this worker
+        cannot run it (the task is released, for a worker that can)."""
         try:
             entry, args, kwargs = self._resolve(root)
         except FunctionNotFoundError as e:
@@ -242,70 +310,50 @@ class Worker:
                 ", ".join(self.runtime.registry.names()) or "nothing",
             )
             await self._release(task)
-            return
+            return None
         except Exception as e:
             log.error("task %s: cannot decode its invocation (%r); releasing", task.id, e)
             await self._release(task)
-            return
-        policy = entry.retry or default_policy(entry.durable)
+            return None
+        return Drive(self.runtime, task, root, entry, args, kwargs)
+
+    async def _resume(self, drive: Drive, preload: list[PromiseRecord]) -> Execution:
+        """The first run of this worker's hold, at the attempt after the root's recorded
+        failures, once the wait before it is over."""
         # Failed attempts of the root are recorded like a step's (``troth.sdk.attempts``);
         # they share the root's branch, so the preload carries them here.
-        execution = Execution(self.runtime, task, root, preload)
-        failures = await attempts.failures(execution, root.id, verify=False)
-        attempt = len(failures) + 1
+        execution = drive.execution(preload)
+        failures = await attempts.failures(execution, drive.root.id, verify=False)
+        drive.attempt = len(failures) + 1
         if failures and (at := attempts.retry_at(failures[-1])) is not None:
             await execution.pause(max(0.0, (at - self.runtime.clock.now()) / 1000))
-        while self.held.get(task.id) == task.version:  # else a newer run drives it
-            ctx = None
-            if entry.durable:
-                ctx = Context(
-                    execution,
-                    root.id,
-                    root.tags.get(ORIGIN) or origin(root.id),
-                    root.tags.get(BRANCH) or root.id,
-                    root.timeout_at,
-                )
-                ctx.attempt = attempt
-            outcome = await execution.run(invoke(self.runtime, entry.fn, ctx, args, kwargs))
-            if isinstance(outcome, Done):
-                await self._fulfill(execution, outcome.value, None)
-                return
-            if isinstance(outcome, Failed):
-                error = outcome.error
-                wait = next_retry(
-                    policy, attempt, error, (), self.runtime.clock.now(), root.timeout_at
-                )
-                if wait is None or isinstance(error, UnstorableValueError | CanceledError):
-                    await self._fulfill(execution, None, error)
-                    return
-                log.info(
-                    "task %s failed (attempt %d: %r); retrying in %.3g s",
-                    task.id,
-                    attempt,
-                    error,
-                    wait,
-                )
-                try:
-                    await attempts.record_failure(execution, root, attempt, error, wait)
-                    await execution.pause(wait)
-                except ExecutionSignal as signal:
-                    await self._abort(execution, signal)
-                    return
-                attempt += 1
-                execution = Execution(self.runtime, task, root, [])
-                continue
-            if isinstance(outcome, Suspend):
-                resumed = await self._suspend(task, outcome.awaited)
-                if resumed is None:
-                    return
-                execution = Execution(self.runtime, task, root, resumed)
-                continue
-            if isinstance(outcome, Rerun):
-                execution = Execution(self.runtime, task, root, [])
-                continue
-            assert isinstance(outcome, Abort)
-            await self._abort(execution, outcome.signal)
-            return
+        return execution
+
+    async def _retry(
+        self, drive: Drive, execution: Execution, error: BaseException
+    ) -> Execution | None:
+        """The function raised: the next attempt, if its policy allows one (the failure is
+        recorded first, as a step's is); else the root is rejected with the error."""
+        now = self.runtime.clock.now()
+        wait = next_retry(drive.policy, drive.attempt, error, (), now, drive.root.timeout_at)
+        if wait is None or isinstance(error, UnstorableValueError | CanceledError):
+            await self._fulfill(execution, None, error)
+            return None
+        log.info(
+            "task %s failed (attempt %d: %r); retrying in %.3g s",
+            drive.task.id,
+            drive.attempt,
+            error,
+            wait,
+        )
+        try:
+            await attempts.record_failure(execution, drive.root, drive.attempt, error, wait)
+            await execution.pause(wait)
+        except ExecutionSignal as signal:
+            await self._abort(execution, signal)
+            return None
+        drive.attempt += 1
+        return drive.execution([])
 
     def _resolve(self, root: PromiseRecord) -> tuple[Registered, list[Any], dict[str, Any]]:
         """The registered function a task's param names, and its decoded arguments."""
@@ -458,9 +506,8 @@ class Worker:
             if len(self._setbacks) > 10_000:  # forget the oldest
                 del self._setbacks[next(iter(self._setbacks))]
         try:
-            status, _ = await self._send(
-                Kind.TASK_RELEASE, TaskReleaseRequest(task.id, task.version)
-            )
+            release = TaskReleaseRequest(task.id, task.version)
+            status, _ = await self._send(Kind.TASK_RELEASE, release)
         except NetworkError as e:
             log.warning("%s %s failed (%s); its lease will lapse", Kind.TASK_RELEASE, task.id, e)
             return
@@ -471,11 +518,9 @@ class Worker:
 
     async def _beat(self) -> None:
         while True:
-            if not self.held:
-                self._held_changed.clear()
-                await self._held_changed.wait()
-            await self.runtime.clock.sleep(self.ttl_ms / 2000)
-            if self.held:
+            await self.leases.any_held()
+            await self.runtime.clock.sleep(self.leases.ttl_ms / 2000)
+            if self.leases.held():
                 try:
                     await self.heartbeat()
                 except Exception as e:
@@ -483,31 +528,27 @@ class Worker:
 
     async def heartbeat(self) -> None:
         """One ``task.heartbeat`` for every held task (per origin if the server insists)."""
-        tasks = [TaskRef(id, version) for id, version in self.held.items()]
+        tasks = self.leases.held()
         if not self._per_origin_heartbeat:
             status = await self._beat_once(tasks)
             if status != 400:
                 return
             # The reference server refuses a batch that spans origins.
             self._per_origin_heartbeat = True
-        by_origin: dict[str, list[TaskRef]] = {}
-        for ref in tasks:
-            by_origin.setdefault(origin(ref.id), []).append(ref)
-        for refs in by_origin.values():
-            await self._beat_once(refs)
+        by_origin: dict[str, list[HeldTask]] = {}
+        for task in tasks:
+            by_origin.setdefault(origin(task.id), []).append(task)
+        for held in by_origin.values():
+            await self._beat_once(held)
 
-    async def _beat_once(self, tasks: list[TaskRef]) -> int:
-        """One heartbeat; a 200 that returns while a lease is certainly live renews it from
-        the send time (it was applied before the lease lapsed, so it extended it)."""
-        clock = self.runtime.clock
-        sent = clock.now()
-        pid = self.runtime.network.pid
-        status, _ = await self._send(Kind.TASK_HEARTBEAT, TaskHeartbeatRequest(pid, tasks))
+    async def _beat_once(self, tasks: list[HeldTask]) -> int:
+        """One heartbeat; an acknowledged one renews the leases (``Leases.renewed``)."""
+        sent = self.runtime.clock.now()
+        refs = [TaskRef(task.id, task.version) for task in tasks]
+        request = TaskHeartbeatRequest(self.runtime.network.pid, refs)
+        status, _ = await self._send(Kind.TASK_HEARTBEAT, request)
         if status == 200:
-            leases = self.runtime.leases
-            for ref in tasks:
-                if self.held.get(ref.id) == ref.version and leases[ref.id] > clock.now():
-                    leases[ref.id] = max(leases[ref.id], sent + self.ttl_ms)
+            self.leases.renewed(tasks, sent)
         return status
 
 

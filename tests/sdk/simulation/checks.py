@@ -153,7 +153,7 @@ class Replay:
     def saga(self, *, parallel: bool = False) -> Saga:
         return Saga(self, parallel)  # type: ignore[arg-type]  # the SDK's own, over records
 
-    def _run(self, opts: Any, fn: Callable[..., Any], args: Any, kwargs: Any) -> Answer:
+    def _run(self, opts: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Answer:
         return self.run(fn, *args, **kwargs)
 
     def run(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Answer:
