@@ -104,16 +104,25 @@ class PostgresStore(SqlStore[psycopg.Connection]):
             self._lock(namespace, id)
             self._locked.add((namespace, id))
 
-    # -- promises ---------------------------------------------------------------------------
+    # -- promises and tasks: an object, read as one ---------------------------------------
 
     def get_promise(self, id: str) -> PromiseRecord | None:
         self._load(id)
         return self._promises[id]
 
+    def get_task(self, id: str) -> Task | None:
+        self._load(id)
+        return self._tasks[id]
+
     def set_promise(self, promise: PromiseRecord) -> None:
         self._take_lock(Namespace.PROMISE, promise.id)
         super().set_promise(promise)
         self._promises[promise.id] = promise
+
+    def set_task(self, task: Task) -> None:
+        self._take_lock(Namespace.PROMISE, task.id)
+        super().set_task(task)
+        self._tasks[task.id] = task
 
     def _registered(self, id: str) -> tuple[list[str], list[str]]:
         """Promise ``id``'s callbacks and listeners, both in one round trip."""
@@ -149,16 +158,7 @@ class PostgresStore(SqlStore[psycopg.Connection]):
         # Rows of other promises' lists went away; forget every list read so far.
         self._registrations.clear()
 
-    # -- tasks and schedules ----------------------------------------------------------------
-
-    def get_task(self, id: str) -> Task | None:
-        self._load(id)
-        return self._tasks[id]
-
-    def set_task(self, task: Task) -> None:
-        self._take_lock(Namespace.PROMISE, task.id)
-        super().set_task(task)
-        self._tasks[task.id] = task
+    # -- schedules --------------------------------------------------------------------------
 
     def get_schedule(self, id: str) -> Schedule | None:
         if id not in self._schedules:

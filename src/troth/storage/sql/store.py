@@ -93,18 +93,18 @@ class SqlStore(ABC, Generic[C]):
     def set_promise_timeout(self, id: str, at: int) -> None:
         self._arm(TimeoutKind.PROMISE, id, at)
 
-    def del_promise_timeout(self, id: str) -> None:
-        self._disarm(TimeoutKind.PROMISE, id)
-
     def set_task_timeout(self, id: str, kind: TaskTimeoutKind, at: int) -> None:
         self._arm(task_timeout(kind), id, at)
+
+    def set_schedule_timeout(self, id: str, at: int) -> None:
+        self._arm(TimeoutKind.SCHEDULE, id, at)
+
+    def del_promise_timeout(self, id: str) -> None:
+        self._disarm(TimeoutKind.PROMISE, id)
 
     def del_task_timeout(self, id: str) -> None:
         """Both of the task's timeouts (retry and lease), in one statement."""
         self.conn.execute(self.queries.del_task_timeouts, (id,))
-
-    def set_schedule_timeout(self, id: str, at: int) -> None:
-        self._arm(TimeoutKind.SCHEDULE, id, at)
 
     def del_schedule_timeout(self, id: str) -> None:
         self._disarm(TimeoutKind.SCHEDULE, id)
