@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from troth.storage.sqlite import MIGRATIONS, SchemaTooNew, connect, migrate
+from troth.engine import Task
+from troth.protocol.records import PromiseRecord, PromiseState, TaskState, Value
+from troth.storage.sqlite import MIGRATIONS, SchemaTooNew, SqliteStore, connect, migrate
 
 PROMISE = (
     "INSERT INTO promises (id, state, param, value, tags, timeout_at, created_at, settled_at)"
@@ -119,3 +121,15 @@ def test_a_task_needs_its_promise(conn: sqlite3.Connection) -> None:
         conn.execute(
             "INSERT INTO tasks (id, state, version, resumes) VALUES ('t', 'pending', 0, '[]')"
         )
+
+
+def test_a_check_violation_through_the_store_raises_and_writes_nothing(
+    conn: sqlite3.Connection,
+) -> None:
+    store = SqliteStore(conn, 5000)
+    conn.execute("BEGIN")
+    store.set_promise(PromiseRecord("t", PromiseState.PENDING, Value(), Value(), {}, 1000, 0))
+    with pytest.raises(sqlite3.IntegrityError):
+        store.set_task(Task("t", TaskState.ACQUIRED, 1))  # acquired without a holder
+    assert store.get_task("t") is None
+    conn.execute("ROLLBACK")

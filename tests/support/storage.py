@@ -9,9 +9,10 @@ way, so a test states its scenario once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,7 +28,7 @@ from troth.protocol.requests import (
     TaskCreateRequest,
 )
 from troth.protocol.responses import Reply
-from troth.storage.postgres import PostgresService
+from troth.storage.postgres import PostgresService, PostgresStore
 from troth.storage.postgres import migrate as pg_migrate
 from troth.storage.postgres.connection import connect as pg_connect
 from troth.storage.postgres.transaction import attempt
@@ -137,6 +138,18 @@ class SqliteBackend:
             conn.close()
         return value
 
+    @contextlib.contextmanager
+    def store(self) -> Iterator[SqliteStore]:
+        """A store in a write transaction that is rolled back afterwards."""
+        conn = connect(str(self.path))
+        try:
+            migrate(conn)
+            conn.execute("BEGIN")
+            yield SqliteStore(conn, R)
+            conn.execute("ROLLBACK")
+        finally:
+            conn.close()
+
     async def together(self, service: Service, requests: list[Request]) -> list[Any]:
         """Each request's reply or exception, the requests sent at once: on SQLite they
         queue behind a held writer, so they run in one group-commit batch."""
@@ -174,6 +187,16 @@ class PostgresBackend:
             pg_migrate(conn)
             value, _ = attempt(conn, work, R, write=True)
         return value
+
+    @contextlib.contextmanager
+    def store(self) -> Iterator[PostgresStore]:
+        """A store in a write transaction (taking object locks) that is rolled back
+        afterwards."""
+        with pg_connect(self.url) as conn:
+            pg_migrate(conn)
+            conn.execute("BEGIN")
+            yield PostgresStore(conn, R, locking=True)
+            conn.execute("ROLLBACK")
 
     async def together(self, service: Service, requests: list[Request]) -> list[Any]:
         """Each request's reply or exception, the requests sent at once (each in a
