@@ -76,7 +76,8 @@ ORDER BY at, timeout_kind, id LIMIT ?
 
 
 # The head of each deadline index, each with its TimeoutKind (as in ``_DUE``); the earliest
-# of the three is the next timeout.
+# of the three is the next timeout. SQLite asks these (``SqliteStore.next_timeout``): for it
+# a statement is a library call, and three index heads cost less than ``_DUE``'s sorts.
 _HEADS = (
     "SELECT at, 0, id FROM promise_timeouts ORDER BY at, id LIMIT 1",
     "SELECT at, kind + 1, id FROM task_timeouts ORDER BY at, kind, id LIMIT 1",
@@ -84,7 +85,7 @@ _HEADS = (
 )
 
 
-class TimeoutRow(NamedTuple):
+class _TimeoutRow(NamedTuple):
     """Where a kind of timeout is armed: its table, and the key columns besides ``id``
     with their values for this kind."""
 
@@ -92,11 +93,11 @@ class TimeoutRow(NamedTuple):
     extra: tuple[tuple[str, int], ...] = ()
 
 
-TIMEOUT_ROWS: dict[TimeoutKind, TimeoutRow] = {
-    TimeoutKind.PROMISE: TimeoutRow("promise_timeouts"),
-    TimeoutKind.TASK_RETRY: TimeoutRow("task_timeouts", (("kind", TaskTimeoutKind.RETRY),)),
-    TimeoutKind.TASK_LEASE: TimeoutRow("task_timeouts", (("kind", TaskTimeoutKind.LEASE),)),
-    TimeoutKind.SCHEDULE: TimeoutRow("schedule_timeouts"),
+_TIMEOUT_ROWS: dict[TimeoutKind, _TimeoutRow] = {
+    TimeoutKind.PROMISE: _TimeoutRow("promise_timeouts"),
+    TimeoutKind.TASK_RETRY: _TimeoutRow("task_timeouts", (("kind", TaskTimeoutKind.RETRY),)),
+    TimeoutKind.TASK_LEASE: _TimeoutRow("task_timeouts", (("kind", TaskTimeoutKind.LEASE),)),
+    TimeoutKind.SCHEDULE: _TimeoutRow("schedule_timeouts"),
 }
 
 
@@ -110,7 +111,7 @@ class TimeoutQueries(NamedTuple):
     disarm: str
 
 
-def _timeout_queries(row: TimeoutRow, sql: Callable[[str], str]) -> TimeoutQueries:
+def _timeout_queries(row: _TimeoutRow, sql: Callable[[str], str]) -> TimeoutQueries:
     columns = ("id", *(column for column, _ in row.extra))
     keys = ", ".join(columns)
     where = " AND ".join(f"{column} = ?" for column in columns)
@@ -146,7 +147,7 @@ class Queries:
         self.clear_callbacks = sql("DELETE FROM callbacks WHERE awaited = ?")
         self.clear_listeners = sql("DELETE FROM listeners WHERE awaited = ?")
         self.scrub = sql(_SCRUB)
-        self.timeouts = {kind: _timeout_queries(row, sql) for kind, row in TIMEOUT_ROWS.items()}
+        self.timeouts = {kind: _timeout_queries(row, sql) for kind, row in _TIMEOUT_ROWS.items()}
         self.del_task_timeouts = sql("DELETE FROM task_timeouts WHERE id = ?")
         self.due = sql(_DUE)
         self.heads = _HEADS
