@@ -237,7 +237,7 @@ class Troth(Starts):
                 self.registry,
                 self.clock,
                 SettledCache(),
-                Leases(self.clock, self.ttl_ms),
+                Leases(self.clock, ttl_ms=self.ttl_ms),
                 default_timeout=self.default_timeout,
             )
         return self._runtime

@@ -32,7 +32,7 @@ class HeldTask(NamedTuple):
 class Leases:
     """The tasks this process holds, by id, and until when each lease is certainly live."""
 
-    def __init__(self, clock: Clock, ttl_ms: int) -> None:
+    def __init__(self, clock: Clock, *, ttl_ms: int) -> None:
         self._clock = clock
         self.ttl_ms = ttl_ms
         self._versions: dict[str, int] = {}
