@@ -451,30 +451,35 @@ class Worker:
         return None
 
     async def _abort(self, execution: Execution, signal: BaseException) -> None:
+        """The run cannot go on here: the task is released, halted, or left to its holder."""
         task = execution.task
-        if isinstance(signal, Stopping):
-            log.info("task %s: %s; releasing it", task.id, signal)
-            await self._release(task, setback=False)
+        match signal:
+            case Stopping():
+                log.info("task %s: %s; releasing it", task.id, signal)
+                await self._release(task, setback=False)
+            case NonDeterminismError():
+                await self._halt(execution, signal)
+            case LeaseLost():
+                log.debug("task %s: %s; another process drives it now", task.id, signal)
+            case _:
+                log.warning("task %s: %s; releasing", task.id, signal)
+                await self._release(task)
+
+    async def _halt(self, execution: Execution, error: NonDeterminismError) -> None:
+        """A replay diverged from its history: record why, then ``task.halt``."""
+        task = execution.task
+        log.error("%s", error)
+        try:
+            await self._record_halt(execution, error)
+        except LeaseLost as e:
+            # Another run holds the task now; it meets the same history and halts.
+            log.debug("task %s: %s; not halting it", task.id, e)
             return
-        if isinstance(signal, NonDeterminismError):
-            log.error("%s", signal)
-            try:
-                await self._record_halt(execution, signal)
-            except LeaseLost as e:
-                # Another run holds the task now; it meets the same history and halts.
-                log.debug("task %s: %s; not halting it", task.id, e)
-                return
-            except (Exception, ExecutionSignal) as e:
-                log.error("task %s: could not record why it halts (%s); halting", task.id, e)
-            status, body = await self._send(Kind.TASK_HALT, TaskHaltRequest(task.id))
-            if status != 200:
-                log.error("%s %s answered %s: %s", Kind.TASK_HALT, task.id, status, body)
-            return
-        if isinstance(signal, LeaseLost):
-            log.debug("task %s: %s; another process drives it now", task.id, signal)
-            return
-        log.warning("task %s: %s; releasing", task.id, signal)
-        await self._release(task)
+        except (Exception, ExecutionSignal) as e:
+            log.error("task %s: could not record why it halts (%s); halting", task.id, e)
+        status, body = await self._send(Kind.TASK_HALT, TaskHaltRequest(task.id))
+        if status != 200:
+            log.error("%s %s answered %s: %s", Kind.TASK_HALT, task.id, status, body)
 
     async def _record_halt(self, execution: Execution, error: NonDeterminismError) -> None:
         """Record why the task halts, before halting it (``task.halt`` carries no reason):
