@@ -89,13 +89,16 @@ class PushTransport:
         self._summarized = -math.inf
 
     async def offer(self, rows: list[Delivery]) -> list[Delivery]:
-        pushes = [d for d in rows if is_http(d.address)]
+        pushes: list[Delivery] = []
+        undeliverable: list[Delivery] = []
+        for delivery in rows:
+            (pushes if is_http(delivery.address) else undeliverable).append(delivery)
         for delivery in pushes:
             self._track(delivery)
         if not self._courier.in_order:
             # Where rows commit in seq order one server owns the outbox: nobody to hold off.
             await self._hold_backoffs(pushes)
-        return [d for d in rows if not is_http(d.address)]
+        return undeliverable
 
     def next_due(self) -> float:
         if self._due and len(self._pushing) < self._pusher.concurrency:
