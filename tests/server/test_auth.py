@@ -17,11 +17,9 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -33,6 +31,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from tests.support.ports import free_port
+from tests.support.push import PushTarget
 from tests.support.servers import BACKENDS, FAR, VERSION, TrothServer, serve
 from tests.support.tokens import AUD, ISS, Keys, token
 from tests.support.waiting import eventually
@@ -416,47 +415,13 @@ def test_an_unusable_key_stops_the_server_with_one_clear_line(tmp_path: Path) ->
 # -- outbound push ------------------------------------------------------------------------------
 
 
-class HeaderTarget:
-    """A push target that records the Authorization header of each POST."""
-
-    def __init__(self) -> None:
-        self.seen: list[str | None] = []
-        target = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("content-length", 0)))
-                target.seen.append(self.headers.get("authorization"))
-                self.send_response(200)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def header_target() -> Iterator[HeaderTarget]:
-    target = HeaderTarget()
-    yield target
-    target.close()
-
-
 def test_pushes_carry_the_configured_bearer_token(
-    start_server: Callable[..., TrothServer], header_target: HeaderTarget
+    start_server: Callable[..., TrothServer], push_target: PushTarget
 ) -> None:
     server = start_server(env={"TROTH_PUSH_AUTH_TOKEN": "push-token.1"})
-    tags = {"resonate:target": header_target.url}
+    tags = {"resonate:target": push_target.url}
     server.create_promise("pushed", tags=tags)
-    assert eventually(lambda: header_target.seen) == ["Bearer push-token.1"]
+    assert eventually(lambda: push_target.authorizations) == ["Bearer push-token.1"]
 
 
 # -- configuration ------------------------------------------------------------------------------

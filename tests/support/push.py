@@ -10,10 +10,12 @@ from typing import Any
 
 
 class PushTarget:
-    """A local HTTP server recording every POST; ``fail_with`` makes it answer an error."""
+    """A local HTTP server recording every POST (its body once accepted, and the
+    ``Authorization`` header it came with); ``fail_with`` makes it answer an error."""
 
     def __init__(self) -> None:
         self.received: list[dict[str, Any]] = []
+        self.authorizations: list[str | None] = []
         self.attempts: list[float] = []
         self.fail_with: int | None = None
         target = self
@@ -22,6 +24,7 @@ class PushTarget:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 target.attempts.append(time.monotonic())
+                target.authorizations.append(self.headers.get("authorization"))
                 status = target.fail_with or 200
                 if status < 300:
                     target.received.append(json.loads(body))
