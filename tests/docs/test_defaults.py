@@ -14,6 +14,7 @@ from tests.support.ports import free_port
 from tests.support.processes import clean_env
 from tests.support.servers import wait_ready
 from troth import cli
+from troth.cli import server
 from troth.sdk.app import DEFAULT_DB
 
 
@@ -28,12 +29,12 @@ def env_read_by(command: str, monkeypatch: pytest.MonkeyPatch) -> set[str]:
     read: list[str] = []
 
     def from_env(setting, raw):
-        read.append(cli._env(setting.name))
+        read.append(server._env(setting.name))
         return setting.default
 
-    monkeypatch.setattr(cli, "_from_env", from_env)
+    monkeypatch.setattr(server, "_from_env", from_env)
     args = cli._parser().parse_args([command])
-    cli.config_from(args, {cli._env(s.name): "x" for s in cli._settings()})
+    server.config_from(args, {server._env(s.name): "x" for s in server._settings()})
     return set(read)
 
 

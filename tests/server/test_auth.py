@@ -35,7 +35,8 @@ from tests.support.push import PushTarget
 from tests.support.servers import BACKENDS, FAR, VERSION, TrothServer, serve
 from tests.support.tokens import AUD, ISS, Keys, token
 from tests.support.waiting import eventually
-from troth.cli import _parser, config_from
+from troth.cli import _parser
+from troth.cli.server import config_from
 
 # Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).
 pytestmark = pytest.mark.slow

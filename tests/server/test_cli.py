@@ -17,7 +17,8 @@ import pytest
 from tests.support.ports import free_port
 from tests.support.servers import TrothServer
 from tests.support.sse import SseClient
-from troth.cli import _parser, config_from
+from troth.cli import _parser
+from troth.cli.server import config_from
 from troth.server.config import ServerConfig
 
 # Slow: a troth serve process per test (tests/conformance covers the server in the fast suite).

@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from tests.support.ports import loopback_name
-from troth.cli import _parser, config_from, main
+from troth.cli import _parser, main
+from troth.cli.server import config_from
 from troth.server.config import ServerConfig
 from troth.server.targets import PushAllowList, Refused
 

@@ -1,34 +1,33 @@
-"""The ``troth`` command.
+"""``troth serve`` and ``troth dev``: the server, from flags and the environment.
 
 - ``troth serve``: serve on port 8001, storing to ``./troth-server.db`` (the embedded SDK
   uses ``./troth.db``, so the two never open each other's data); on ``127.0.0.1`` unless
   auth is on (then ``0.0.0.0``) or ``--host``/``TROTH_HOST`` names an address.
 - ``troth dev``: the same with debug mode on, a throwaway database in a temporary
   directory (deleted on exit) unless ``--db`` names one, and on ``127.0.0.1`` unless told.
-- ``troth worker module:app``: run a worker process for a ``Troth`` app.
-
 Every setting of ``ServerConfig`` is a flag (``--tasks-retry-timeout 5000``) and an
 environment variable (``TROTH_TASKS_RETRY_TIMEOUT=5000``); a flag beats the environment,
 which beats the default. ``troth dev`` ignores ``TROTH_DB``, so it never touches a real
 database by accident.
 
-Only ``troth worker`` is part of the base install (the SDK): the server's modules are
-imported when a server command runs, and without the ``server`` extra that command says
-which extra to install instead of failing with a traceback.
+The server's modules are imported when a server command runs (the base install is the SDK),
+and without the ``server`` extra that command says which extra to install instead of
+failing with a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import os
 import re
 import sys
 import tempfile
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from troth.cli.target import Commands
     from troth.server.config import ServerConfig
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -71,17 +70,14 @@ def _kind(setting: dataclasses.Field[Any]) -> str:
     return "bool" if annotation == "bool" else "int" if annotation == "int" else "str"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="troth", description="Durable promises and executions over the Resonate protocol."
-    )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def register(commands: Commands) -> None:
     serve_help = "run the server"
     dev_help = "run the server in debug mode on a throwaway database"
     extra = " (installed by pip install 'troth[server]')"
     serve = commands.add_parser("serve", help=serve_help, description=serve_help + extra)
     dev = commands.add_parser("dev", help=dev_help, description=dev_help + extra)
     for command, defaults in ((serve, _SERVE_DEFAULTS), (dev, _DEV_DEFAULTS)):
+        command.set_defaults(run=functools.partial(_run, command))
         for setting in _settings():
             help = setting.metadata["help"]
             if not (command is dev and setting.name in _DEV_IGNORES_ENV):
@@ -103,14 +99,6 @@ def _parser() -> argparse.ArgumentParser:
                     metavar=("MS" if in_ms else "N") if is_int else _metavar(setting.name),
                     help=help,
                 )
-    worker_help = "run a worker process for a troth app"
-    worker = commands.add_parser("worker", help=worker_help, description=worker_help)
-    worker.add_argument("app", metavar="MODULE:APP", help="the Troth app, e.g. shop:app")
-    worker.add_argument(
-        "--url", help="the server(s) to work for, comma-separated (env TROTH_URL; else embedded)"
-    )
-    worker.add_argument("--group", help="the worker group to serve (env TROTH_GROUP)")
-    return parser
 
 
 def _metavar(name: str) -> str:
@@ -170,13 +158,7 @@ def config_from(args: argparse.Namespace, environ: dict[str, str]) -> ServerConf
     return config
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command == "worker":
-        from troth.sdk import worker_main
-
-        return worker_main(args.app, url=args.url, group=args.group)
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         config = config_from(args, dict(os.environ))
     except ValueError as e:
@@ -193,7 +175,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="troth-dev-") as scratch:
             return run(dataclasses.replace(config, db=os.path.join(scratch, "troth-dev.db")))
     return run(config)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

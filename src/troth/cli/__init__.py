@@ -1,0 +1,56 @@
+"""The ``troth`` command: one module per subject, each adding its subcommands to the parser
+with ``register(commands)``, and each subcommand naming the function that runs it
+(``set_defaults(run=...)``).
+
+- ``serve``, ``dev`` (``troth.cli.server``) and ``worker`` (``troth.cli.worker``) run
+  processes;
+- the operator commands (``promises``, ``tasks``, ``schedules``, ``invoke``) reach a server
+  or a database file through ``troth.cli.target`` and print through ``troth.cli.output``.
+
+A command fails with a ``CliError``: one line on stderr and the exit code of
+``troth.cli.errors.Exit`` (docs/cli.md), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import sys
+from collections.abc import Sequence
+
+from troth.cli import server, worker
+from troth.cli.errors import CliError, Exit
+
+SUBJECTS = (server, worker)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="troth", description="Durable promises and executions over the Resonate protocol."
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"troth {importlib.metadata.version('troth')}"
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for subject in SUBJECTS:
+        subject.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except CliError as e:
+        print(f"troth: {e}", file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+__all__ = ["CliError", "Exit", "main"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

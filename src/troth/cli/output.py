@@ -1,0 +1,67 @@
+"""What a command prints: a rich table for people, or JSON for scripts (``--json``).
+
+Each command builds its result once as plain JSON data and says how to draw it; ``emit``
+picks one. Instants are printed as UTC times, durations in milliseconds as on the wire.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import msgspec
+from rich.console import Console, RenderableType
+from rich.table import Table
+
+from troth.protocol.records import Record
+
+
+def emit(args: argparse.Namespace, data: Any, draw: Callable[[], RenderableType]) -> None:
+    """``data`` as JSON with ``--json``, else ``draw()`` for the terminal."""
+    if args.json:
+        json.dump(data, sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        Console(soft_wrap=False).print(draw())
+
+
+def wire(record: Record) -> dict[str, Any]:
+    """A protocol record as its JSON (camelCase names, absent fields left out)."""
+    data: dict[str, Any] = msgspec.to_builtins(record)
+    return data
+
+
+def table(columns: Sequence[str], rows: Iterable[Sequence[RenderableType]]) -> Table:
+    grid = Table(*columns, header_style="bold")
+    for row in rows:
+        grid.add_row(*row)
+    return grid
+
+
+def fields(pairs: Iterable[tuple[str, RenderableType]]) -> Table:
+    """One object as a two-column table of its fields."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    for name, value in pairs:
+        grid.add_row(name, value)
+    return grid
+
+
+def instant(ms: int | None) -> str:
+    """An instant (ms since the epoch) as a UTC time; ``-`` for none."""
+    if ms is None:
+        return "-"
+    try:
+        moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    except (OverflowError, ValueError):
+        return "never"  # "no deadline" is the largest instant, past any calendar's year 9999
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def tags(tags: dict[str, str]) -> str:
+    return "\n".join(f"{key}={value}" for key, value in sorted(tags.items())) or "-"
