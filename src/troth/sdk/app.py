@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import timedelta
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, Unpack, cast, overload
 
+from troth.protocol.conventions import ARGS_TAG, FUNC_TAG, SCOPE, STEP_TAG
 from troth.protocol.kinds import Kind
 from troth.protocol.records import (
     BRANCH,
@@ -36,7 +37,7 @@ from troth.sdk.clock import Clock, WallClock
 from troth.sdk.codec import DEFAULT_MAX_VALUE_BYTES, Codec, Encryptor, parameter_hints
 from troth.sdk.context import Context
 from troth.sdk.errors import FunctionNotFoundError, IdempotencyConflictError, ServerError
-from troth.sdk.execution import SCOPE, Runtime, SettledCache
+from troth.sdk.execution import Runtime, SettledCache
 from troth.sdk.leases import Leases
 from troth.sdk.network import Network, action_head, anycast, new_pid, target_address
 from troth.sdk.options import (
@@ -48,7 +49,7 @@ from troth.sdk.options import (
     options,
 )
 from troth.sdk.registry import Registered, Registry, function_name, invocation_data
-from troth.sdk.replay import ARGS_TAG, STEP_TAG, digest
+from troth.sdk.replay import digest
 from troth.sdk.retry import RetryPolicy
 from troth.sdk.worker import Worker
 
@@ -480,12 +481,6 @@ class Troth(Starts):
 
 
 # -- idempotency ------------------------------------------------------------------------------
-
-FUNC_TAG = "troth:func"
-"""On an execution's root promise: the name of the function it runs. With ``troth:args``
-(the digest of its arguments, ``troth.sdk.replay.ARGS_TAG``) it says which work an id was
-started for, so that starting the id again with other work is refused."""
-
 
 def work_tags(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, str]:
     """The root tags naming an execution's work: its function and an argument digest (the

@@ -16,7 +16,7 @@ absence.
 
 from __future__ import annotations
 
-from troth.protocol.ids import child_id
+from troth.protocol.conventions import ATTEMPT_TAG, RETRY_AT_TAG, SCOPE, STEP_TAG, attempt_id
 from troth.protocol.records import (
     BRANCH,
     ORIGIN,
@@ -28,18 +28,7 @@ from troth.protocol.records import (
 from troth.protocol.requests import PromiseCreateRequest
 from troth.sdk.codec import encode_error
 from troth.sdk.errors import AttemptInterruptedError
-from troth.sdk.execution import SCOPE, Execution
-from troth.sdk.replay import STEP_TAG
-
-ATTEMPT_TAG = "troth:attempt"
-"""On an attempt record: the number of the attempt that failed."""
-
-RETRY_AT_TAG = "troth:retry_at"
-"""On an attempt record: when the next attempt starts (ms since the epoch)."""
-
-
-def attempt_id(step_id: str, attempt: int) -> str:
-    return child_id(step_id, f"attempt{attempt}")
+from troth.sdk.execution import Execution
 
 
 def retry_at(record: PromiseRecord) -> int | None:

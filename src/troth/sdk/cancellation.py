@@ -31,57 +31,18 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from troth.protocol.ids import child_id, origin
+from troth.protocol.conventions import CANCEL_AT_TAG, CANCEL_TAG
 from troth.protocol.records import (
-    BRANCH,
-    ORIGIN,
-    PARENT,
-    TIMER,
     PromiseRecord,
     PromiseState,
     Value,
 )
-from troth.protocol.requests import PromiseCreateRequest
 from troth.sdk.codec import Codec, error_from_json, error_to_json, is_error_json
 from troth.sdk.errors import CanceledError, TimedOutError
 from troth.sdk.options import DEADLINE_TAG, DeadlineSource, Options
 
-CANCEL_TAG = "troth:cancel"
-"""On a cancel promise: ``request`` (settled by whoever cancels), or ``timeout`` (a timer
-at the instant the execution's grace period begins)."""
-
-CANCEL_AT_TAG = "troth:cancel_at"
-"""On an execution's root: when it is canceled cooperatively (ms), ``grace`` before its
-deadline."""
-
-CANCELED_TAG = "troth:canceled"
-"""On a call's record made after its execution was canceled: the call was refused, its
-record settled ``rejected_canceled``, and its function never runs."""
-
 WATCH_DELAY = 0.5
 """Seconds a run goes on before it listens for its cancellation (see the module)."""
-
-
-def cancel_id(execution_id: str) -> str:
-    return child_id(execution_id, "cancel")
-
-
-def cancel_request(root: PromiseRecord) -> PromiseCreateRequest:
-    """The (pending) cancel promise of the execution whose promise is ``root``. It shares the
-    execution's branch, so that every run of the execution finds it in its preload."""
-    id = cancel_id(root.id)
-    tags = {
-        ORIGIN: root.tags.get(ORIGIN) or origin(root.id),
-        PARENT: root.id,
-        BRANCH: root.tags.get(BRANCH) or root.id,
-        CANCEL_TAG: "request",
-    }
-    at = root.timeout_at
-    cancel_at = root.tags.get(CANCEL_AT_TAG, "")
-    if cancel_at.isdigit():
-        tags.update({TIMER: "true", CANCEL_TAG: "timeout"})
-        at = min(at, int(cancel_at))
-    return PromiseCreateRequest(id, at, Value(), tags)
 
 
 def grace_tags(opts: Options, at: int, source: DeadlineSource | None) -> dict[str, str]:

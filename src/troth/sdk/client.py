@@ -29,7 +29,8 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from troth.protocol.ids import child_id, origin
+from troth.protocol.conventions import SCOPE, cancel_request, halt_id
+from troth.protocol.ids import origin
 from troth.protocol.kinds import Kind
 from troth.protocol.records import (
     BRANCH,
@@ -54,10 +55,9 @@ from troth.protocol.requests import (
     TaskContinueRequest,
     TaskGetRequest,
 )
-from troth.sdk.cancellation import cancel_request, reason_value
+from troth.sdk.cancellation import reason_value
 from troth.sdk.codec import Codec, error_to_json, result_of
 from troth.sdk.errors import HaltedError, ServerError
-from troth.sdk.execution import SCOPE
 from troth.sdk.network import Network, unicast
 from troth.sdk.options import NO_DEADLINE, DeadlineSource, Options, deadline, deadline_tags
 
@@ -305,11 +305,6 @@ class Waiter:
 
 
 # -- halts ------------------------------------------------------------------------------------
-
-
-def halt_id(execution_id: str, n: int) -> str:
-    """The id of the record of an execution's n-th halt (1, 2, ...)."""
-    return child_id(execution_id, f"halt{n}")
 
 
 def halt_record(root: PromiseRecord, n: int) -> PromiseCreateRequest:

@@ -35,10 +35,9 @@ from typing import Any, Protocol, TypeGuard
 
 import msgspec
 
+from troth.protocol.conventions import CODEC_HEADER
 from troth.protocol.records import PromiseRecord, PromiseState, Value
 from troth.sdk.errors import CanceledError, RemoteError, TimedOutError, UnstorableValueError
-
-CODEC_HEADER = "troth:codec"
 
 DEFAULT_MAX_VALUE_BYTES = 1024 * 1024
 """The largest encoded value (the base64 ``data``) the SDK records, in both modes. The

@@ -31,6 +31,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpa
 
 import msgspec
 
+from troth.protocol.conventions import CANCELED_TAG, SCOPE, STEP_TAG
 from troth.protocol.ids import child_id, descends
 from troth.protocol.records import (
     BRANCH,
@@ -45,7 +46,7 @@ from troth.protocol.records import (
 )
 from troth.protocol.requests import PromiseCreateRequest
 from troth.sdk import attempts
-from troth.sdk.cancellation import CANCELED_TAG, grace_tags
+from troth.sdk.cancellation import grace_tags
 from troth.sdk.codec import encode_error, parameter_hints, result_of
 from troth.sdk.errors import (
     AttemptInterruptedError,
@@ -55,7 +56,7 @@ from troth.sdk.errors import (
     Suspended,
     UnstorableValueError,
 )
-from troth.sdk.execution import RUN_TAG, SCOPE, Execution, Runtime
+from troth.sdk.execution import RUN_TAG, Execution, Runtime
 from troth.sdk.network import anycast, target_address
 from troth.sdk.options import (
     CallOptions,
@@ -67,7 +68,7 @@ from troth.sdk.options import (
     options,
 )
 from troth.sdk.registry import function_name, invocation_data, takes_context
-from troth.sdk.replay import STEP_TAG, Call, digest
+from troth.sdk.replay import Call, digest
 from troth.sdk.retry import Never, RetryPolicy, default_policy, next_retry
 from troth.sdk.saga import Saga
 

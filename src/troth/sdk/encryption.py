@@ -15,8 +15,8 @@ from __future__ import annotations
 import base64
 import os
 
+from troth.protocol.conventions import CODEC_HEADER
 from troth.protocol.records import Value
-from troth.sdk.codec import CODEC_HEADER
 
 ALGORITHM_HEADER = "troth:encryption"
 KEY_ID_HEADER = "troth:key-id"

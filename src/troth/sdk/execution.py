@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NamedTuple
 
+from troth.protocol.conventions import CANCEL_AT_TAG, cancel_id, cancel_request
 from troth.protocol.kinds import Kind
 from troth.protocol.records import PromiseRecord, PromiseState, SettleState, Value
 from troth.protocol.requests import (
@@ -39,14 +40,7 @@ from troth.protocol.requests import (
     TaskFenceRequest,
 )
 from troth.protocol.responses import TaskFenceResult
-from troth.sdk.cancellation import (
-    CANCEL_AT_TAG,
-    WATCH_DELAY,
-    Cancellation,
-    cancel_id,
-    cancel_request,
-    received,
-)
+from troth.sdk.cancellation import WATCH_DELAY, Cancellation, received
 from troth.sdk.clock import Clock
 from troth.sdk.codec import Codec
 from troth.sdk.errors import (
@@ -67,10 +61,6 @@ from troth.sdk.registry import Registry
 from troth.sdk.replay import Call
 
 log = logging.getLogger(__name__)
-
-SCOPE = "resonate:scope"
-"""``local`` for a step run in the execution's own process, ``global`` for a promise any
-process may settle (the convention of the Resonate SDKs)."""
 
 RUN_TAG = "troth:run"
 """On a local step: the run (process and task version) that created it, so that a later

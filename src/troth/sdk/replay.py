@@ -29,12 +29,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-STEP_TAG = "troth:step"
-"""What a child promise was created for: ``run:<function>``, ``rpc:<function>``,
-``detached:<function>``, ``sleep``, ``promise``, ``now``, ``random``, ``uuid``."""
-
-ARGS_TAG = "troth:args"
-"""A digest of the call's arguments (absent for calls without arguments)."""
+from troth.protocol.conventions import ARGS_TAG, STEP_TAG
 
 
 class Call(NamedTuple):

@@ -39,11 +39,12 @@ import re
 from collections.abc import Callable, Generator
 from typing import Any
 
+from troth.protocol.conventions import ARGS_TAG, STEP_TAG
 from troth.protocol.ids import child_id, descends
 from troth.sdk import errors
 from troth.sdk.codec import Codec
 from troth.sdk.registry import function_name, invocation_data, takes_context
-from troth.sdk.replay import ARGS_TAG, STEP_TAG, digest
+from troth.sdk.replay import digest
 from troth.sdk.saga import Saga
 
 from .simulator import START, Result

@@ -30,11 +30,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from troth.protocol.conventions import STEP_TAG
 from troth.protocol.records import PARENT, PromiseState, TaskState
 from troth.sdk import Troth
 from troth.sdk.codec import is_error_json
 from troth.sdk.network import Network
-from troth.sdk.replay import STEP_TAG
 
 from .faults import RESTART_CHANCES, Faults
 from .network import SimNetwork, Wire

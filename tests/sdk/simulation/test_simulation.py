@@ -26,12 +26,13 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from troth.protocol.conventions import STEP_TAG
 from troth.protocol.records import PromiseRecord, PromiseState
 from troth.protocol.requests import PromiseCreateRequest
 from troth.sdk import codec
 from troth.sdk.codec import error_to_json
 from troth.sdk.execution import Execution
-from troth.sdk.replay import STEP_TAG, Call
+from troth.sdk.replay import Call
 
 from .checks import LEAF_STEPS, problems, report
 from .faults import Faults
