@@ -17,15 +17,24 @@ import argparse
 import importlib.metadata
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-from troth.cli import server, worker
+from troth.cli import promises, server, worker
 from troth.cli.errors import CliError, Exit
 
-SUBJECTS = (server, worker)
+SUBJECTS = (server, worker, promises)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line too (``--help`` has the rest); argparse gives the
+    subcommands' parsers the class of their parent."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(Exit.USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="troth", description="Durable promises and executions over the Resonate protocol."
     )
     parser.add_argument(

@@ -7,6 +7,7 @@ picks one. Instants are printed as UTC times, durations in milliseconds as on th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import sys
@@ -14,10 +15,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
-from rich.console import Console, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.table import Table
 
-from troth.protocol.records import Record
+from troth.protocol.records import Record, Value
+from troth.sdk.codec import Codec
 
 
 def emit(args: argparse.Namespace, data: Any, draw: Callable[[], RenderableType]) -> None:
@@ -40,6 +42,13 @@ def table(columns: Sequence[str], rows: Iterable[Sequence[RenderableType]]) -> T
     for row in rows:
         grid.add_row(*row)
     return grid
+
+
+def page(listing: Table, cursor: str | None) -> RenderableType:
+    """A page of a search, and how to ask for the next one if there is one."""
+    if cursor is None:
+        return listing
+    return Group(listing, f"next page: --cursor {cursor}")
 
 
 def fields(pairs: Iterable[tuple[str, RenderableType]]) -> Table:
@@ -65,3 +74,25 @@ def instant(ms: int | None) -> str:
 
 def tags(tags: dict[str, str]) -> str:
     return "\n".join(f"{key}={value}" for key, value in sorted(tags.items())) or "-"
+
+
+def value_json(value: Value) -> dict[str, Any]:
+    """A param or value as JSON: the wire ``{headers, data}``, plus ``decoded`` when the
+    default codec reads it (what troth's JSON codec and the official SDKs write)."""
+    data = wire(value)
+    if value.data is None:
+        return data  # empty: nothing to decode
+    # Encrypted, pickled, another codec, not base64: shown raw.
+    with contextlib.suppress(Exception):
+        data["decoded"] = Codec().decode(value)
+    return data
+
+
+def value_text(value: Value) -> str:
+    """A param or value for the terminal: decoded JSON, else the raw value labelled."""
+    if value.data is None:
+        return "-"
+    shown = value_json(value)
+    if "decoded" in shown:
+        return json.dumps(shown["decoded"], ensure_ascii=False)
+    return f"(raw, not JSON-codec) {json.dumps(wire(value))}"

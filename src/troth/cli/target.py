@@ -45,6 +45,12 @@ def options() -> argparse.ArgumentParser:
     return shared
 
 
+def paged(parser: argparse.ArgumentParser) -> None:
+    """``--limit`` and ``--cursor``, for a search that answers a page at a time."""
+    parser.add_argument("--limit", type=int, metavar="N", help="at most N per page")
+    parser.add_argument("--cursor", help="the page after this one (printed under a page)")
+
+
 def subject(commands: Commands, name: str, help: str) -> Commands:
     """``troth NAME ...``: a subject with subcommands of its own (``troth promises get``)."""
     parser = commands.add_parser(name, help=help, description=help)
@@ -98,6 +104,10 @@ class Target:
 
     def __init__(self, app: Troth) -> None:
         self.app = app
+
+    def now(self) -> int:
+        """The wall clock, in ms since the epoch (deadlines are given from now)."""
+        return self.app.clock.now()
 
     async def send(self, kind: Kind, data: Data) -> Reply:
         """One request; the reply whatever its status."""
