@@ -143,6 +143,11 @@ class ServerConfig:
         None, "token sent as 'Authorization: Bearer' with every HTTP push"
     )
 
+    console: bool = _setting(True, "serve the web console at /console (docs/console.md)")
+    console_read_only: bool = _setting(
+        False, "the web console shows everything but offers no action and refuses every one"
+    )
+
     pg_pool_size: int = _setting(10, "PostgreSQL connections per server (with a postgresql:// db)")
 
     shutdown_timeout: int = _setting(10000, "ms to finish in-flight requests on SIGTERM/SIGINT")
