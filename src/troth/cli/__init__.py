@@ -19,10 +19,10 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from troth.cli import promises, server, worker
+from troth.cli import invoke, promises, schedules, server, tasks, worker
 from troth.cli.errors import CliError, Exit
 
-SUBJECTS = (server, worker, promises)
+SUBJECTS = (server, worker, promises, tasks, schedules, invoke)
 
 
 class _Parser(argparse.ArgumentParser):

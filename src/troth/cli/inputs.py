@@ -49,6 +49,30 @@ def duration_ms(text: str) -> int:
     return int(match[1]) * _UNITS_MS[match[2]]
 
 
+def tags(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--tag KEY=VALUE``, repeatable."""
+    parser.add_argument(
+        "--tag",
+        type=pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"{help} (repeatable)",
+    )
+
+
+def headers(parser: argparse.ArgumentParser, of: str) -> None:
+    """``--header KEY=VALUE``, repeatable: a header of the value given with it."""
+    parser.add_argument(
+        "--header",
+        type=pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=f"a header of the {of} (repeatable)",
+    )
+
+
 def value(given: Json | None, headers: Sequence[tuple[str, str]] = ()) -> Value:
     """A promise value: ``given`` encoded by the default codec (none: an empty value), plus
     the ``headers`` given (which win over the codec's)."""

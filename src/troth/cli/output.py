@@ -38,13 +38,15 @@ def wire(record: Record) -> dict[str, Any]:
 
 
 def table(columns: Sequence[str], rows: Iterable[Sequence[RenderableType]]) -> Table:
-    grid = Table(*columns, header_style="bold")
+    grid = Table(header_style="bold")
+    for column in columns:
+        grid.add_column(column, overflow="fold")  # ids and times whole, even on a pipe
     for row in rows:
         grid.add_row(*row)
     return grid
 
 
-def page(listing: Table, cursor: str | None) -> RenderableType:
+def page(listing: RenderableType, cursor: str | None) -> RenderableType:
     """A page of a search, and how to ask for the next one if there is one."""
     if cursor is None:
         return listing

@@ -42,14 +42,7 @@ def register(commands: Commands) -> None:
 
     search = promises.add_parser("search", parents=shared, help="promises by state and tags")
     search.add_argument("--state", choices=[s.value for s in PromiseState])
-    search.add_argument(
-        "--tag",
-        type=inputs.pair,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="only promises with this tag (repeatable)",
-    )
+    inputs.tags(search, "only promises with this tag")
     paged(search)
     search.set_defaults(run=connected(_search))
 
@@ -62,34 +55,16 @@ def register(commands: Commands) -> None:
         help="its deadline, from now: 500ms, 30s, 5m, 2h, 1d [default: none]",
     )
     create.add_argument("--param", type=inputs.json_text, metavar="JSON", help="its param")
-    _headers(create, "param")
-    create.add_argument(
-        "--tag",
-        type=inputs.pair,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a tag (repeatable)",
-    )
+    inputs.headers(create, "param")
+    inputs.tags(create, "a tag")
     create.set_defaults(run=connected(_create))
 
     for action, state in _SETTLE.items():
         settle = promises.add_parser(action, parents=shared, help=f"settle a promise {state}")
         settle.add_argument("id")
         settle.add_argument("--value", type=inputs.json_text, metavar="JSON", help="its value")
-        _headers(settle, "value")
+        inputs.headers(settle, "value")
         settle.set_defaults(run=connected(_settle), state=state)
-
-
-def _headers(parser: argparse.ArgumentParser, of: str) -> None:
-    parser.add_argument(
-        "--header",
-        type=inputs.pair,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help=f"a header of the {of} (repeatable)",
-    )
 
 
 async def _get(target: Target, args: argparse.Namespace) -> int:

@@ -78,6 +78,10 @@ async def _connected(body: Body, args: argparse.Namespace) -> int:
         return await body(target, args)
     except NetworkError as e:
         raise CliError(f"cannot reach the {target.app.mode}: {e}", Exit.UNREACHABLE) from e
+    except ServerError as e:  # a request the SDK sent (``invoke``, ``schedules create``)
+        if e.kind == "open":  # the embedded database cannot be opened
+            raise CliError(e.message, Exit.UNREACHABLE) from e
+        raise refused(e.kind, e.status, e.message) from e
     finally:
         await target.app.stop()
 
@@ -111,11 +115,7 @@ class Target:
 
     async def send(self, kind: Kind, data: Data) -> Reply:
         """One request; the reply whatever its status."""
-        try:
-            network = self.app.runtime.network
-        except ServerError as e:  # the embedded database cannot be opened
-            raise CliError(e.message, Exit.UNREACHABLE) from e
-        return await network.send(kind, data)
+        return await self.app.runtime.network.send(kind, data)
 
     async def call(
         self, kind: Kind, data: Data, what: str, expected: Collection[int] = (200,)
