@@ -16,7 +16,17 @@ import os
 import sqlite3
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import timedelta
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, Unpack, cast, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    Unpack,
+    cast,
+    overload,
+)
 
 from troth.protocol.conventions import ARGS_TAG, FUNC_TAG, SCOPE, STEP_TAG
 from troth.protocol.kinds import Kind
@@ -51,7 +61,11 @@ from troth.sdk.options import (
 from troth.sdk.registry import Registered, Registry, function_name, invocation_data
 from troth.sdk.replay import digest
 from troth.sdk.retry import RetryPolicy
+from troth.sdk.tracing import choose
 from troth.sdk.worker import Worker
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +160,7 @@ class Troth(Starts):
         shutdown_grace: timedelta = timedelta(seconds=10),
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         default_timeout: timedelta | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         # Unset arguments come from the environment, as every example and ``troth worker``
         # set them: TROTH_URL (a server; else embedded), TROTH_GROUP, TROTH_DB, TROTH_TOKEN.
@@ -169,6 +184,9 @@ class Troth(Starts):
         self.shutdown_grace = shutdown_grace.total_seconds()
         # The deadline of executions started without one (none: they have no deadline).
         self.default_timeout = default_timeout
+        # OpenTelemetry (docs/tracing.md): spans go to this tracer; without one, to the
+        # global tracer provider's if one is configured when the runtime is made.
+        self.tracer = tracer
         self._app = self
         self._opts = Options()
         self.codec = codec or Codec(encryptor=encryptor, max_value_bytes=max_value_bytes)
@@ -240,6 +258,7 @@ class Troth(Starts):
                 SettledCache(),
                 Leases(self.clock, ttl_ms=self.ttl_ms),
                 default_timeout=self.default_timeout,
+                tracing=choose(self.tracer),
             )
         return self._runtime
 
@@ -455,10 +474,14 @@ class Troth(Starts):
         target = opts.target or anycast(self.group, self.pid)
         invocation = self.invocation(entry.name, args, kwargs, target, entry.version)
         create = self._root(id, entry.fn, opts, *invocation)
-        action = CreateAction(Kind.PROMISE_CREATE, action_head(), create)
-        request = TaskCreateRequest(self.pid, self.ttl_ms, action)
-        sent = self.clock.now()
-        status, body = await self.runtime.network.call(Kind.TASK_CREATE, request, (200, 409, 422))
+        with self.runtime.tracing.rpc("run", entry.name, create) as rpc:
+            action = CreateAction(Kind.PROMISE_CREATE, action_head(), rpc.request)
+            request = TaskCreateRequest(self.pid, self.ttl_ms, action)
+            sent = self.clock.now()
+            network = self.runtime.network
+            status, body = await network.call(Kind.TASK_CREATE, request, (200, 409, 422))
+            if status == 200:
+                rpc.answered(body.promise)
         if status in (409, 422):
             # It exists, and someone else holds it or it is a plain promise: join it.
             same_work(id, (await self.promises.get(id)).record, create.tags)
@@ -475,7 +498,9 @@ class Troth(Starts):
 
     async def _create(self, request: PromiseCreateRequest) -> None:
         """Create the execution, or join it if it exists with the same work (``same_work``)."""
-        record = await send_promise(self.runtime.network, Kind.PROMISE_CREATE, request)
+        with self.runtime.tracing.rpc("rpc", request.tags[FUNC_TAG], request) as rpc:
+            record = await send_promise(self.runtime.network, Kind.PROMISE_CREATE, rpc.request)
+            rpc.answered(record)
         self.runtime.settled.add(record)
         same_work(request.id, record, request.tags)
 

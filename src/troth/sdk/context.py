@@ -395,6 +395,7 @@ class Context(Calls):
             record = await execution.create(PromiseCreateRequest(id, at, param, tags))
         execution.check(record, step.call)
         if record.state != PromiseState.PENDING:
+            execution.runtime.tracing.replayed(record)
             return record
         if CANCELED_TAG in record.tags:
             return await self._refuse(record)
@@ -452,7 +453,8 @@ class Context(Calls):
                         attempt=attempt,
                         shielded=step.shielded,
                     )
-                result = await invoke(runtime, step.fn, child, step.args, step.kwargs)
+                with runtime.tracing.step(record.id, step.call.step, attempt):
+                    result = await invoke(runtime, step.fn, child, step.args, step.kwargs)
                 return SettleState.RESOLVED, runtime.codec.encode(result)
             except ExecutionSignal:
                 raise
@@ -592,7 +594,16 @@ class Context(Calls):
             if record is None:
                 refused = execution.canceled(shielded) is not None
                 made = _refused(request, self.timeout_at) if refused else request
-                record = await execution.create(made)
+                if call.kind in ("rpc", "detached") and not refused:
+                    # Its trace context goes in the param, for the worker that runs it.
+                    tracing = execution.runtime.tracing
+                    with tracing.rpc(call.kind, call.name or call.kind, made) as rpc:
+                        record = await execution.create(rpc.request)
+                        rpc.answered(record)
+                else:
+                    record = await execution.create(made)
+            else:
+                execution.runtime.tracing.replayed(record)
             execution.check(record, call)
             if record.state == PromiseState.PENDING:
                 record = await self._pending(record, call.kind, shielded)

@@ -59,6 +59,7 @@ from troth.sdk.leases import HeldTask, Leases
 from troth.sdk.network import Network, action_head, unicast
 from troth.sdk.registry import Registry
 from troth.sdk.replay import Call
+from troth.sdk.tracing import UNTRACED, Tracing
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,8 @@ class Runtime:
     active_steps: int = 0  # plain functions running now (virtual time waits for them)
     # ``Troth(default_timeout=...)``: the deadline of executions started without one.
     default_timeout: timedelta | None = None
+    # Spans of runs, steps and rpcs (``troth.sdk.tracing``), chosen once per app.
+    tracing: Tracing = UNTRACED
     # Set when the worker stops: no durable call starts and every wait ends (see
     # ``Execution.refuse`` and ``Execution.pause``).
     stopping: asyncio.Event = field(default_factory=asyncio.Event)

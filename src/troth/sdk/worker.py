@@ -274,7 +274,9 @@ class Worker:
             return
         execution: Execution | None = await self._resume(drive, preload)
         while execution is not None and self.leases.drives(task):  # else a newer run drives it
-            outcome = await execution.run(drive.main(execution))
+            tracing = self.runtime.tracing
+            with tracing.execution(root, drive.entry.name, task.version, drive.attempt):
+                outcome = await execution.run(drive.main(execution))
             execution = await self._after(drive, execution, outcome)
 
     async def _after(

@@ -1,0 +1,87 @@
+"""Where the SDK's OpenTelemetry spans begin and end, and the choice of tracing, made once.
+
+An app traces when it is given a tracer (``Troth(tracer=...)``) or, without one, when a
+global tracer provider is configured by the time its runtime is made (its first
+``start``, ``run`` or ``rpc``). Otherwise it gets ``UNTRACED``, whose hooks do nothing, and
+OpenTelemetry (the optional ``otel`` extra) is never imported: the choice is made once per
+app, not per call, so tracing off costs a no-op call at each hook (bench/tracing.py).
+
+The spans (``troth.sdk.otel`` makes them; docs/tracing.md shows a trace):
+
+- an **rpc** span for each execution started (``app.run``, ``app.rpc``, ``ctx.rpc``,
+  ``ctx.detached``), around the request that creates it; its trace context travels in the
+  promise's ``param.headers`` (``traceparent``, ``tracestate``), as the Resonate TypeScript
+  SDK's OpenTelemetry package carries it, so the server and whichever worker runs the
+  execution, in any language, join the caller's trace;
+- an **execution** span for each run of an execution on a worker, a child of the rpc span
+  read from the root promise's headers: every run (after a crash, a suspension, a retry)
+  is a span of the same trace;
+- a **step** span for each attempt of a local step. A step answered from its record (a
+  replay) makes no span: it is an event on the run's span (``troth.replayed``), and an rpc
+  whose promise already existed is marked ``troth.replayed``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from troth.protocol.records import PromiseRecord
+from troth.protocol.requests import PromiseCreateRequest
+
+
+class Tracing:
+    """The hooks, as ``UNTRACED`` answers them: nothing is recorded."""
+
+    def execution(
+        self, root: PromiseRecord, name: str, version: int, attempt: int
+    ) -> contextlib.AbstractContextManager[None]:
+        """Around one run of execution ``root`` (function ``name``, held at task
+        ``version``, making its ``attempt``-th attempt)."""
+        return contextlib.nullcontext()
+
+    def step(self, id: str, step: str, attempt: int) -> contextlib.AbstractContextManager[None]:
+        """Around one attempt of the local step ``id`` (``step`` as the replay check names
+        it: ``run:charge``)."""
+        return contextlib.nullcontext()
+
+    def replayed(self, record: PromiseRecord) -> None:
+        """The call of ``record`` was answered from its settled record: no new work."""
+
+    @contextlib.contextmanager
+    def rpc(self, kind: str, name: str, request: PromiseCreateRequest) -> Iterator[Rpc]:
+        """Around the request that creates an execution of function ``name`` (``kind``:
+        run, rpc, detached)."""
+        yield Rpc(request)
+
+
+class Rpc:
+    """An execution being created: the request to send (carrying the trace context when
+    traced), and ``answered`` to tell the span which promise the server answered with."""
+
+    def __init__(self, request: PromiseCreateRequest) -> None:
+        self.request = request
+
+    def answered(self, record: PromiseRecord) -> None:
+        pass
+
+
+UNTRACED = Tracing()
+
+
+def choose(tracer: Any = None) -> Tracing:
+    """The app's tracing: ``tracer``'s, else the global tracer provider's when one is
+    configured, else ``UNTRACED``."""
+    if tracer is None:
+        try:
+            from opentelemetry import trace
+        except ImportError:  # the otel extra is not installed
+            return UNTRACED
+        provider = trace.get_tracer_provider()
+        if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+            return UNTRACED  # nothing configured: spans would go nowhere
+        tracer = provider.get_tracer("troth.sdk")
+    from troth.sdk.otel import OtelTracing
+
+    return OtelTracing(tracer)
