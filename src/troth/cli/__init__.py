@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -55,6 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader stopped reading (``troth ... | head``): what it read was printed. Point
+        # stdout at nothing so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return Exit.OK
     return code
 
 

@@ -7,7 +7,6 @@ picks one. Instants are printed as UTC times, durations in milliseconds as on th
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import sys
@@ -19,7 +18,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 
 from troth.protocol.records import Record, Value
-from troth.sdk.codec import Codec
+from troth.views.values import error_text, shown
 
 
 def emit(args: argparse.Namespace, data: Any, draw: Callable[[], RenderableType]) -> None:
@@ -79,22 +78,17 @@ def tags(tags: dict[str, str]) -> str:
 
 
 def value_json(value: Value) -> dict[str, Any]:
-    """A param or value as JSON: the wire ``{headers, data}``, plus ``decoded`` when the
-    default codec reads it (what troth's JSON codec and the official SDKs write)."""
-    data = wire(value)
-    if value.data is None:
-        return data  # empty: nothing to decode
-    # Encrypted, pickled, another codec, not base64: shown raw.
-    with contextlib.suppress(Exception):
-        data["decoded"] = Codec().decode(value)
-    return data
+    """A param or value as JSON: ``{decoded, data, headers, note}`` (``troth.views.values``;
+    ``data`` is the JSON held when ``decoded``, else the raw base64 and ``note`` says why)."""
+    return shown(value).to_json()
 
 
 def value_text(value: Value) -> str:
-    """A param or value for the terminal: decoded JSON, else the raw value labelled."""
-    if value.data is None:
+    """A param or value for the terminal: its JSON (a recorded error as its one line), or
+    the raw value labelled with why it is not decoded; ``-`` for none."""
+    seen = shown(value)
+    if seen.empty:
         return "-"
-    shown = value_json(value)
-    if "decoded" in shown:
-        return json.dumps(shown["decoded"], ensure_ascii=False)
-    return f"(raw, not JSON-codec) {json.dumps(wire(value))}"
+    if not seen.decoded:
+        return f"(raw: {seen.note}) {seen.data}"
+    return error_text(seen.data) or json.dumps(seen.data, ensure_ascii=False)
