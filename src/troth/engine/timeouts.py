@@ -97,17 +97,19 @@ def _send_execute(store: Store, id: str, version: int) -> None:
         store.set_message(promise.tags.get(TARGET, ""), execute_message(id, version))
 
 
-def on_schedule_timeout(store: Store, id: str, now: int, policy: CatchUp = LEAN) -> None:
+def on_schedule_timeout(store: Store, id: str, now: int, policy: CatchUp = LEAN) -> int:
     """Create the occurrences due by ``now`` (a chunk of them at most) and arm the next one:
-    the next future occurrence, or, with a chunk's worth created, the next missed one."""
+    the next future occurrence, or, with a chunk's worth created, the next missed one.
+    Answers how many occurrences it created (the servers' schedule-promises metric)."""
     schedule = store.get_schedule(id)
     if schedule is None:
-        return
+        return 0
     schedule = skip_missed(schedule, now, policy.window)
-    schedule = catch_up(store, schedule, now, policy.chunk)
+    schedule, created = catch_up(store, schedule, now, policy.chunk)
     store.set_schedule(schedule)
     store.del_schedule_timeout(schedule.id)
     store.set_schedule_timeout(schedule.id, schedule.next_run_at)
+    return created
 
 
 def skip_missed(schedule: Schedule, now: int, window: int | None) -> Schedule:
@@ -122,9 +124,11 @@ def skip_missed(schedule: Schedule, now: int, window: int | None) -> Schedule:
     return replace(schedule, next_run_at=next_cron(schedule.cron, now - window - 1))
 
 
-def catch_up(store: Store, schedule: Schedule, now: int, limit: int) -> Schedule:
+def catch_up(store: Store, schedule: Schedule, now: int, limit: int) -> tuple[Schedule, int]:
     """Create the missed occurrences (``limit`` at most), each as of its own instant, so a
-    server that was down creates exactly the promises it would have created had it been up."""
+    server that was down creates exactly the promises it would have created had it been up;
+    the schedule moved on, and how many occurrences were created."""
+    created = 0
     for _ in range(limit):
         if schedule.next_run_at > now:
             break
@@ -137,7 +141,8 @@ def catch_up(store: Store, schedule: Schedule, now: int, limit: int) -> Schedule
         )
         promise_create(store, occurrence, at)
         schedule = replace(schedule, last_run_at=at, next_run_at=next_cron(schedule.cron, at))
-    return schedule
+        created += 1
+    return schedule, created
 
 
 TRANSITIONS: dict[TimeoutKind, Callable[[Store, str, int], None]] = {
@@ -147,14 +152,16 @@ TRANSITIONS: dict[TimeoutKind, Callable[[Store, str, int], None]] = {
 }
 
 
-def fire(store: Store, timeout: Timeout, now: int, policy: CatchUp = LEAN) -> None:
+def fire(store: Store, timeout: Timeout, now: int, policy: CatchUp = LEAN) -> int:
     """Run the transition of one due timeout at ``now``; a schedule's catches up by
-    ``policy``."""
+    ``policy``. Answers how many promises a schedule created (0 for the other kinds)."""
+    created = 0
     if timeout.kind == TimeoutKind.SCHEDULE:
-        on_schedule_timeout(store, timeout.id, now, policy)
+        created = on_schedule_timeout(store, timeout.id, now, policy)
     else:
         TRANSITIONS[timeout.kind](store, timeout.id, now)
     if store.is_armed(timeout):
         # The transition did not consume its own obligation (its object had moved on):
         # the entry is stale, and left in place it would fire for ever.
         store.disarm(timeout)
+    return created

@@ -101,8 +101,62 @@ class Outbox(Protocol):
         ...
 
 
+class StorageEvents(Protocol):
+    """What a backend reports as it works, for the server's metrics (``troth.server.metrics``).
+
+    Called on the event loop, after the commit the report is about; each must be cheap, as
+    ``committed`` runs once per write transaction.
+    """
+
+    def committed(self, requests: int, seconds: float) -> None:
+        """A write transaction of ``requests`` jobs (a group commit) committed, taking
+        ``seconds`` from its start to the durable commit."""
+        ...
+
+    def scheduled(self, promises: int) -> None:
+        """Schedules created ``promises`` promises (their occurrences)."""
+        ...
+
+
+class NoEvents:
+    """The reports of a backend nobody measures: embedded mode and tests."""
+
+    def committed(self, requests: int, seconds: float) -> None:
+        pass
+
+    def scheduled(self, promises: int) -> None:
+        pass
+
+
+class PoolStats(NamedTuple):
+    """A connection pool's counters since it opened (PostgreSQL)."""
+
+    size: int  # connections open
+    waiting: int  # requests waiting for a connection now
+    waits: int  # requests that had to wait for a connection
+    wait_seconds: float  # time they waited, together
+    timeouts: int  # requests that gave up waiting
+
+
+class StorageStats(NamedTuple):
+    """The gauges a scrape reads from storage (``Admin.stats``): counts over the outbox and
+    the halted tasks' index range, so their cost grows with the backlog, never with the
+    promises kept."""
+
+    outbox_depth: int  # undelivered messages
+    outbox_head: int | None  # the seq of the oldest undelivered message
+    halted_tasks: int
+    pool: PoolStats | None  # None: no pool (SQLite)
+
+
 class Admin(Protocol):
-    """Operating the store: the debug kinds' snapshot and reset, readiness, shutdown."""
+    """Operating the store: the debug kinds' snapshot and reset, readiness, metrics,
+    shutdown."""
+
+    backend: str  # "sqlite", "postgres": the label of its metrics
+    events: StorageEvents  # the server replaces the default ``NoEvents`` with its metrics
+
+    async def stats(self) -> StorageStats: ...
 
     async def snapshot(self) -> Snapshot: ...
 

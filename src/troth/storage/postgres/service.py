@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -29,9 +30,18 @@ from troth.storage.postgres.listener import OutboxListener
 from troth.storage.postgres.store import PostgresStore
 from troth.storage.postgres.sweep import Run, fire_run
 from troth.storage.postgres.transaction import transact
-from troth.storage.service import Delivery, Retriable
+from troth.storage.service import (
+    Delivery,
+    NoEvents,
+    PoolStats,
+    Retriable,
+    StorageEvents,
+    StorageStats,
+)
 from troth.storage.snapshot import snapshot
+from troth.storage.sql.dialect import POSTGRES
 from troth.storage.sql.schema import clear
+from troth.storage.sql.stats import storage_stats
 
 T = TypeVar("T")
 
@@ -89,6 +99,7 @@ class PostgresService:
         )
         self._threads = ThreadPoolExecutor(pool_size, thread_name_prefix="troth-postgres")
         self._changed = asyncio.Event()
+        self.events: StorageEvents = NoEvents()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listener: OutboxListener | None = None
 
@@ -127,6 +138,8 @@ class PostgresService:
     async def next_deadline(self) -> int | None:
         timeout = await self._transact(lambda store: store.next_timeout(), write=False)
         return None if timeout is None else timeout.at
+
+    backend = "postgres"
 
     # Rows commit out of seq order (concurrent transactions draw seqs before they commit),
     # so reading on from the last seq seen could miss a row that commits late.
@@ -171,6 +184,17 @@ class PostgresService:
     async def reset(self) -> None:
         await self._transact(lambda store: clear(store.conn), write=True)
 
+    async def stats(self) -> StorageStats:
+        pool = self._pool.get_stats()
+        waits = PoolStats(
+            size=pool.get("pool_size", 0),
+            waiting=pool.get("requests_waiting", 0),
+            waits=pool.get("requests_queued", 0),
+            wait_seconds=pool.get("requests_wait_ms", 0) / 1000,
+            timeouts=pool.get("requests_errors", 0),
+        )
+        return await self._transact(lambda store: storage_stats(store.conn, POSTGRES, pool=waits))
+
     async def ping(self) -> bool:
         try:
             await self._transact(lambda store: store.conn.execute("SELECT 1").fetchone())
@@ -191,16 +215,24 @@ class PostgresService:
         run = functools.partial(
             transact, self._pool, work, self.retry_timeout, write=write, retries=self.retries
         )
+        started = time.perf_counter()
         value, enqueued = await loop.run_in_executor(self._threads, run)
         if enqueued:
             self._changed.set()
+        if write:
+            # From asking for a connection to the COMMIT answered, races retried included:
+            # what a request waits for storage. No group commit here, so one job per commit.
+            self.events.committed(1, time.perf_counter() - started)
         return value
 
     async def _fire(self, due: list[Timeout], now: int, *, wait: bool) -> Run:
-        return await self._transact(
+        run = await self._transact(
             functools.partial(fire_run, due=due, now=now, wait=wait, policy=self.catch_up),
             write=True,
         )
+        if run.scheduled:
+            self.events.scheduled(run.scheduled)
+        return run
 
     def _heard(self) -> None:
         """Called by the listener thread on each notification."""

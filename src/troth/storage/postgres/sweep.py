@@ -23,6 +23,7 @@ from troth.storage.postgres.store import PostgresStore
 class Run(NamedTuple):
     fired: int
     progressed: bool  # False when every timeout of the run was held by someone else
+    scheduled: int  # promises created by schedules
 
 
 def fire_run(
@@ -32,7 +33,7 @@ def fire_run(
     each object's lock instead of skipping it. A schedule catches up by ``policy``, a chunk
     per firing; a chunk that leaves occurrences missed re-arms a due deadline, which ends
     the run, so one transaction creates at most one chunk."""
-    fired = 0
+    fired = scheduled = 0
     progressed = False
     for timeout in due:
         claimed = store.claim(timeout, wait=wait)
@@ -41,8 +42,8 @@ def fire_run(
         progressed = True
         if not claimed:
             continue
-        fire(store, timeout, now, policy)
+        scheduled += fire(store, timeout, now, policy)
         fired += 1
         if store.earliest_armed is not None and store.earliest_armed <= now:
             break
-    return Run(fired, progressed)
+    return Run(fired, progressed, scheduled)

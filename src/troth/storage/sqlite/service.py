@@ -25,11 +25,12 @@ from troth.engine import READ_ONLY, fire, handle
 from troth.engine.timeouts import LEAN, CatchUp
 from troth.protocol.envelope import Request
 from troth.protocol.responses import Reply, Snapshot
-from troth.storage.service import Delivery
+from troth.storage.service import Delivery, NoEvents, StorageEvents, StorageStats
 from troth.storage.snapshot import snapshot
 from troth.storage.sql.dialect import SQLITE
 from troth.storage.sql.outbox import undelivered
 from troth.storage.sql.schema import clear
+from troth.storage.sql.stats import storage_stats
 from troth.storage.sqlite import liveness, outbox, schema
 from troth.storage.sqlite.store import SqliteStore
 from troth.storage.sqlite.writer import Writer
@@ -89,6 +90,7 @@ class SqliteService:
             self._release_owner()
             raise
         self._changed = asyncio.Event()
+        self.events: StorageEvents = NoEvents()
         self._writer = Writer(conn, retry_timeout, self._committed)
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="troth-sqlite-reader")
         self._reader_conns: list[sqlite3.Connection] = []
@@ -119,10 +121,12 @@ class SqliteService:
         total = 0
         policy = self.catch_up
         while True:
-            fired, done, error = await self._write(
+            fired, scheduled, done, error = await self._write(
                 lambda store: _fire_some(store, now, FIRE_BATCH, policy)
             )
             total += fired
+            if scheduled:
+                self.events.scheduled(scheduled)
             if error is not None:
                 raise error
             if done:
@@ -131,6 +135,8 @@ class SqliteService:
     async def next_deadline(self) -> int | None:
         timeout = await self._read(lambda store: store.next_timeout())
         return None if timeout is None else timeout.at
+
+    backend = "sqlite"
 
     # Rows commit in seq order (one writer at a time, ``undelivered`` below).
     outbox_in_order = True
@@ -170,6 +176,9 @@ class SqliteService:
 
     async def reset(self) -> None:
         await self._write(lambda store: clear(store.conn))
+
+    async def stats(self) -> StorageStats:
+        return await self._read(lambda store: storage_stats(store.conn, SQLITE, pool=None))
 
     async def ping(self) -> bool:
         """Whether storage answers, and takes writes if the last write transaction failed."""
@@ -279,30 +288,33 @@ class SqliteService:
                 self._reader_conns.append(conn)
         return conn
 
-    def _committed(self, enqueued: bool) -> None:
+    def _committed(self, enqueued: bool, jobs: int, seconds: float) -> None:
         """Called on the event loop after each commit."""
         if enqueued:
             self._changed.set()
+        self.events.committed(jobs, seconds)
 
 
 def _fire_some(
     store: SqliteStore, now: int, limit: int, policy: CatchUp
-) -> tuple[int, bool, Exception | None]:
+) -> tuple[int, int, bool, Exception | None]:
     """Fire up to ``limit`` due timeouts (fewer once ``FIRE_BUDGET`` is spent), earliest
-    first, each in its own savepoint; how many fired, and whether none is left due."""
-    fired = 0
+    first, each in its own savepoint; how many fired, how many promises schedules created,
+    and whether none is left due."""
+    fired = scheduled = 0
     started = time.perf_counter()
     while fired < limit and time.perf_counter() - started < FIRE_BUDGET:
         timeout = store.next_timeout()
         if timeout is None or timeout.at > now:
-            return fired, True, None
+            return fired, scheduled, True, None
         store.conn.execute("SAVEPOINT fire")
         try:
-            fire(store, timeout, now, policy)
+            created = fire(store, timeout, now, policy)
         except Exception as error:
             store.conn.execute("ROLLBACK TO fire")
             store.conn.execute("RELEASE fire")
-            return fired, False, error
+            return fired, scheduled, False, error
         store.conn.execute("RELEASE fire")
         fired += 1
-    return fired, False, None
+        scheduled += created
+    return fired, scheduled, False, None

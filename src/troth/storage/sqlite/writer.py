@@ -58,13 +58,17 @@ class _Job(NamedTuple):
 
 
 class Writer:
-    """Runs write jobs in batches on the calling event loop; one commit per batch."""
+    """Runs write jobs in batches on the calling event loop; one commit per batch.
+
+    After each commit ``on_commit`` hears whether the batch enqueued a message, how many
+    jobs it ran and the seconds from its first statement to the durable commit.
+    """
 
     def __init__(
         self,
         conn: sqlite3.Connection,
         retry_timeout: int,
-        on_commit: Callable[[bool], None],
+        on_commit: Callable[[bool, int, float], None],
         max_batch: int = 512,
     ) -> None:
         conn.execute("PRAGMA busy_timeout = 0")
@@ -171,7 +175,7 @@ class Writer:
         self.commits += 1
         self.failure = None
         # Announce first, so a caller that sees its answer also sees the outbox signal.
-        self._on_commit(enqueued)
+        self._on_commit(enqueued, len(outcomes), self._run_time + self._sync_time)
         for job, ok, value in outcomes:
             if job.future.done():
                 continue
