@@ -7,6 +7,7 @@
 | ``POST /poll/{group}/{id}``             | acknowledges frames of a stream (``sse``)       |
 | ``GET /health``                         | 200 while the process serves                    |
 | ``GET /ready``                          | 200 when storage answers a ping, else 503       |
+| ``GET /metrics``                        | Prometheus metrics (``metrics``), unless off    |
 | ``/promises``, ``/tasks``, ``/schedules`` and below, any verb | 410: the pre-2026 REST API |
 | anything else                           | 404, empty                                      |
 
@@ -20,6 +21,7 @@ loops; shutdown ends every poll stream, stops the loops and closes the service.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 from urllib.parse import unquote_to_bytes
 
@@ -40,6 +42,7 @@ from troth.server.clock import MonotonicWallClock
 from troth.server.config import ServerConfig
 from troth.server.cors import Cors, Http, parse_origins
 from troth.server.delivery import DeliveryLoop
+from troth.server.metrics import CONTENT_TYPE, ServerMetrics
 from troth.server.poll import PollHub
 from troth.server.poll_transport import PollTransport
 from troth.server.push import Pusher
@@ -66,6 +69,11 @@ class App:
         self.service = service
         self.config = config
         self.clock = MonotonicWallClock()
+        self.metrics = (
+            ServerMetrics(backend=service.backend, now=self.clock.now) if config.metrics else None
+        )
+        if self.metrics is not None:
+            service.events = self.metrics
         self.timeouts = TimeoutsLoop(
             service,
             now=self.clock.now,
@@ -91,6 +99,7 @@ class App:
             backoff_max_ms=config.push_backoff_max,
             token=config.push_auth_token,
             allow=self.push_allow,
+            metrics=self.metrics,
         )
         self.delivery = DeliveryLoop(
             service,
@@ -99,11 +108,12 @@ class App:
             batch_size=config.delivery_batch_size,
             interval_ms=config.delivery_interval,
             claim_ttl_ms=config.delivery_claim_ttl,
+            metrics=self.metrics,
         )
         self.delivery.add(
             PollTransport(self.hub, self.delivery, unblock_hold_ms=config.poll_unblock_hold)
         )
-        self.delivery.add(PushTransport(self.pusher, self.delivery))
+        self.delivery.add(PushTransport(self.pusher, self.delivery, metrics=self.metrics))
         self.auth = Auth.from_config(config)
         self.rpc = Rpc(
             service,
@@ -112,6 +122,7 @@ class App:
             debug=config.debug,
             auth=self.auth,
             push_allow=self.push_allow,
+            metrics=self.metrics,
         )
         self._loops: list[asyncio.Task[None]] = []
         origins = parse_origins(config.cors_origins)
@@ -156,6 +167,8 @@ class App:
                 await respond(send, 405)
             else:
                 await respond(send, 200 if await self._ready() else 503)
+        elif path == "/metrics" and self.metrics is not None:
+            await self._metrics(scope, send, self.metrics)
         elif any(path == p or path.startswith(p + "/") for p in _LEGACY):
             await respond(send, 410, _GONE, JSON)
         else:
@@ -221,6 +234,24 @@ class App:
             )
         else:
             await respond(send, 405)
+
+    async def _metrics(self, scope: Scope, send: Send, metrics: ServerMetrics) -> None:
+        if scope["method"] not in ("GET", "HEAD"):
+            await respond(send, 405)
+            return
+        token = self.config.metrics_token
+        if token is not None and not hmac.compare_digest(
+            (bearer(scope["headers"]) or "").encode(), token.encode()
+        ):
+            await respond(send, 401, b"GET /metrics needs the --metrics-token as its bearer", TEXT)
+            return
+        try:
+            exposition = await metrics.scrape(self.service, self.service, self.hub.group_sizes())
+        except Exception:
+            log.exception("reading the metrics failed")
+            await respond(send, 503)
+            return
+        await respond(send, 200, exposition, CONTENT_TYPE)
 
     async def _ready(self) -> bool:
         try:

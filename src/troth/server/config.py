@@ -150,6 +150,13 @@ class ServerConfig:
 
     pg_pool_size: int = _setting(10, "PostgreSQL connections per server (with a postgresql:// db)")
 
+    metrics: bool = _setting(True, "serve Prometheus metrics at GET /metrics (docs/metrics.md)")
+    metrics_token: str | None = _setting(
+        None,
+        "a token GET /metrics must bear ('Authorization: Bearer'); unset: /metrics is open"
+        " (set it in the environment: a flag shows in ps)",
+    )
+
     shutdown_timeout: int = _setting(10000, "ms to finish in-flight requests on SIGTERM/SIGINT")
     log_level: str = _setting("info", "debug, info, warning or error")
 

@@ -40,6 +40,7 @@ import os
 import secrets
 import socket
 from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import msgspec
@@ -47,6 +48,9 @@ import msgspec
 from troth.protocol.messages import Execute, MessageHead
 from troth.server.transport import Transport
 from troth.storage.service import Delivery, Outbox
+
+if TYPE_CHECKING:
+    from troth.server.metrics import ServerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +80,10 @@ class DeliveryLoop:
         batch_size: int,
         interval_ms: int,
         claim_ttl_ms: int = 10000,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self._service = service
+        self._metrics = metrics
         self._transports: dict[str, Transport] = {}
         self._groups = groups
         self._execute_head = MessageHead(server_url)
@@ -125,12 +131,24 @@ class DeliveryLoop:
         self._in_hand.add(delivery.seq)
 
     def delivered(self, delivery: Delivery) -> None:
+        if self._metrics is not None:
+            self._metrics.message(self._transport_name(delivery), "delivered")
+        self._remove(delivery)
+
+    def give_up(self, delivery: Delivery) -> None:
+        if self._metrics is not None:
+            self._metrics.message(self._transport_name(delivery), "failed")
+        self._given_up.append(delivery)
+        self._in_hand.discard(delivery.seq)
+
+    def _remove(self, delivery: Delivery) -> None:
+        """Remove the row with the next acknowledgement."""
         self._in_hand.add(delivery.seq)  # until acknowledged
         self._delivered.append(delivery)
 
-    def give_up(self, delivery: Delivery) -> None:
-        self._given_up.append(delivery)
-        self._in_hand.discard(delivery.seq)
+    def _transport_name(self, delivery: Delivery) -> str:
+        transport = self._transports.get(_scheme(delivery.address))
+        return "none" if transport is None else transport.name
 
     def wake(self) -> None:
         self._wake.set()
@@ -216,10 +234,15 @@ class DeliveryLoop:
             else:
                 offers.setdefault(transport, []).append(delivery)
         for transport, offered in offers.items():
+            if self._metrics is not None:
+                for delivery in offered:
+                    self._metrics.message(transport.name, "enqueued", delivery.message.kind)
             undeliverable += await transport.offer(offered)
         for delivery in undeliverable:
             log.warning("dropping message to undeliverable address %r", delivery.address)
-            self.delivered(delivery)
+            if self._metrics is not None:
+                self._metrics.dropped()
+            self._remove(delivery)
         await self._acknowledge()
         return full
 

@@ -302,6 +302,10 @@ class PollHub:
             for connection in list(members):
                 connection.close()
 
+    def group_sizes(self) -> dict[str, int]:
+        """The open connections of each group (the metrics' ``troth_poll_connections``)."""
+        return {group: len(members) for group, members in self._groups.items()}
+
     def groups(self) -> list[str]:
         """The groups with a connection here: poll messages for any other group cannot be
         delivered by this server, so delivery need not read them."""

@@ -31,6 +31,7 @@ _ACK_GRACE = 0.05  # seconds a page waits for its poll writes, to acknowledge th
 
 
 class PollTransport:
+    name = "poll"
     schemes: tuple[str, ...] = ("poll",)
 
     def __init__(self, hub: PollHub, courier: Courier, *, unblock_hold_ms: int) -> None:

@@ -23,10 +23,13 @@ import asyncio
 import base64
 import contextlib
 import ssl
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 from troth.server.targets import PushAllowList, Refused
+
+if TYPE_CHECKING:
+    from troth.server.metrics import ServerMetrics
 
 _IDLE_PER_ORIGIN = 64  # keep-alive connections kept per scheme, host and port
 _MAX_HEAD = 64 * 1024  # bytes of status line and headers read at most
@@ -176,8 +179,10 @@ class Pusher:
         backoff_max_ms: int,
         token: str | None = None,
         allow: PushAllowList | None = None,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self.concurrency = max(1, concurrency)
+        self._metrics = metrics
         self.retries = max(1, retries)
         self._backoff = backoff_ms / 1000
         self._backoff_max = backoff_max_ms / 1000
@@ -202,8 +207,12 @@ class Pusher:
             try:
                 detail = await self._attempt(url, body)
             except Refused as e:
+                if self._metrics is not None:
+                    self._metrics.push_attempt(failed=True)
                 # Not worth another attempt: only a new --push-allow can change the answer.
                 return Outcome(False, f"refused: {e}")
+            if self._metrics is not None:
+                self._metrics.push_attempt(failed=bool(detail))
             if not detail:
                 return Outcome(True, "")
             if attempt < attempts:

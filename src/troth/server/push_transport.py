@@ -24,12 +24,16 @@ import asyncio
 import heapq
 import logging
 import math
+from typing import TYPE_CHECKING
 
 from troth.engine import OutboxKey, outbox_key
 from troth.protocol.addresses import is_http
 from troth.server.push import Outcome, Pusher
 from troth.server.transport import Courier
 from troth.storage.service import Delivery
+
+if TYPE_CHECKING:
+    from troth.server.metrics import ServerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +76,15 @@ class _Target:
 
 
 class PushTransport:
+    name = "push"
     schemes: tuple[str, ...] = ("http", "https")
 
-    def __init__(self, pusher: Pusher, courier: Courier) -> None:
+    def __init__(
+        self, pusher: Pusher, courier: Courier, *, metrics: ServerMetrics | None = None
+    ) -> None:
         self._pusher = pusher
         self._courier = courier
+        self._metrics = metrics
         # A push claim covers a whole round, so a slow target is not pushed twice.
         self._claim_ttl = courier.claim_ttl_ms
         self._push_ttl = self._claim_ttl + round(pusher.round_time() * 1000)
@@ -224,6 +232,8 @@ class PushTransport:
         now = asyncio.get_running_loop().time()
         push.busy = False
         target = self._targets[delivery.address]
+        if self._metrics is not None:
+            self._metrics.push_round(outcome.delivered)
         if outcome.delivered:
             self._courier.delivered(delivery)
             if target.logged or target.broken:

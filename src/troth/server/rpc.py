@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
+from typing import TYPE_CHECKING
 
 from troth.engine import READ_ONLY
 from troth.protocol.envelope import (
@@ -32,6 +34,10 @@ from troth.server.targets import PushAllowList, door_refusal
 from troth.storage.service import Retriable, Service
 from troth.storage.timeouts_loop import TimeoutsLoop
 
+if TYPE_CHECKING:
+    from troth.server.metrics import ServerMetrics
+    from troth.server.otel import RequestSpans
+
 log = logging.getLogger(__name__)
 
 
@@ -45,8 +51,11 @@ class Rpc:
         debug: bool,
         auth: Auth | None = None,
         push_allow: PushAllowList | None = None,
+        metrics: ServerMetrics | None = None,
     ) -> None:
         self._service = service
+        self._spans = _request_spans()
+        self._metrics = metrics
         self._push_allow = push_allow
         self._auth = auth
         self._clock = clock
@@ -56,6 +65,15 @@ class Rpc:
     async def __call__(self, body: bytes, bearer: str | None = None) -> tuple[int, bytes]:
         """The HTTP status and the response body for one request body; ``bearer`` is the
         token of its ``Authorization`` header, used when ``head.auth`` carries none."""
+        if self._metrics is None:
+            return (await self._answer(body, bearer))[1:]
+        started = time.perf_counter()
+        kind, status, response = await self._answer(body, bearer)
+        self._metrics.request(kind, status, time.perf_counter() - started)
+        return status, response
+
+    async def _answer(self, body: bytes, bearer: str | None) -> tuple[str, int, bytes]:
+        """The kind as sent, the HTTP status and the response body."""
         try:
             envelope = decode_envelope(body)
             grant = None
@@ -67,19 +85,20 @@ class Rpc:
             admit = None if grant is None else grant.admit
             request = decode_data(envelope, admit)
         except BadRequest as e:
-            return e.status, encode_response(e.kind, e.corr_id, e.reply())
+            return e.kind, e.status, encode_response(e.kind, e.corr_id, e.reply())
         except Denied as e:
             reply = Reply(e.status, e.message)
-            return e.status, encode_response(envelope.kind, envelope.corr_id, reply)
-        if request.kind.debug:
-            reply = await self._run_debug(request)
+            return envelope.kind, e.status, encode_response(envelope.kind, envelope.corr_id, reply)
+        run = self._run_debug if request.kind.debug else self._run
+        if self._spans is None:
+            reply = await run(request)
         else:
-            reply = await self._run(request)
+            reply = await self._spans.traced(request, run)
         try:
-            return reply.status, encode_response(request.kind, request.corr_id, reply)
+            return request.kind, reply.status, encode_response(request.kind, request.corr_id, reply)
         except Exception:  # a reply the encoder cannot write is our bug, not the client's
             reply = _internal(f"encoding the {request.kind} reply")
-            return 500, encode_response(request.kind, request.corr_id, reply)
+            return request.kind, 500, encode_response(request.kind, request.corr_id, reply)
 
     async def _run(self, request: Request) -> Reply:
         if self._push_allow is not None:
@@ -130,6 +149,16 @@ class Rpc:
             verb = {Kind.DEBUG_RESET: "Reset", Kind.DEBUG_SNAP: "Snap", Kind.DEBUG_TICK: "Tick"}
             return _internal(kind, f"{verb.get(kind, 'Debug')} failed")
         return Reply(200, EMPTY)
+
+
+def _request_spans() -> RequestSpans | None:
+    """A span per request when OpenTelemetry is installed (the otel extra) and a tracer
+    provider configured; decided once, so a server without them pays one None check."""
+    try:
+        from troth.server.otel import request_spans
+    except ImportError:
+        return None
+    return request_spans()
 
 
 def _error_id() -> str:

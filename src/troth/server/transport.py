@@ -65,8 +65,10 @@ class Courier(Protocol):
 
 
 class Transport(Protocol):
-    """Delivers the messages whose address has one of ``schemes``."""
+    """Delivers the messages whose address has one of ``schemes``; ``name`` labels its
+    metrics (``troth_messages_total``)."""
 
+    name: str
     schemes: tuple[str, ...]
 
     async def offer(self, rows: list[Delivery]) -> list[Delivery]:

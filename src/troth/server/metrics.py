@@ -1,0 +1,256 @@
+"""The server's Prometheus metrics: what ``GET /metrics`` answers (docs/metrics.md).
+
+Each server has a registry of its own, so several servers in one process (the tests run
+some in-process) never share a counter. The counters of the reference server keep its names
+and labels (``resonate_*``), so its dashboards work on troth; the rest are troth's own
+(``troth_*``).
+
+Two kinds of value:
+
+- events, counted where they happen: requests, messages, pushes, commits. These sit on the
+  hot path, so each site costs a dictionary lookup and an increment (the label children are
+  cached here), and a server started with ``--no-metrics`` has no ``ServerMetrics`` at all:
+  every site is one ``is None`` test;
+- levels, read when scraped (``refresh``): the outbox's depth and oldest message, the
+  timeouts lag, halted tasks, poll connections per group, the PostgreSQL pool. A scrape
+  costs one short storage read; no request pays for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from troth.protocol.kinds import Kind
+from troth.storage.service import Admin, StorageStats, Timers
+
+# The text format every Prometheus reads (the client's newest, 1.0.0, only Prometheus 3 does);
+# troth's names are all legacy ones, so the text is the same.
+CONTENT_TYPE = b"text/plain; version=0.0.4; charset=utf-8"
+
+_KINDS = frozenset(kind.value for kind in Kind)
+# A batch of group commit holds up to 512 jobs (troth.storage.sqlite.writer).
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+_COMMIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+
+class ServerMetrics:
+    """The counters the server's parts report to, and the levels read at each scrape.
+
+    ``backend`` labels the commit metrics (``sqlite`` or ``postgres``); ``now`` is the
+    server's clock (ms), against which the timeouts lag and the outbox's age are measured.
+    """
+
+    def __init__(self, *, backend: str, now: Callable[[], int]) -> None:
+        self.registry = CollectorRegistry()
+        registry = self.registry
+        self._now = now
+        self._requests = Counter(
+            "resonate_request_total",
+            "Requests answered, by kind and status (an unknown kind is counted as 'invalid')",
+            ["kind", "status"],
+            registry=registry,
+        )
+        self._duration = Histogram(
+            "resonate_request_duration_seconds",
+            "Time to answer a request, from its body read to its response encoded",
+            ["kind"],
+            registry=registry,
+        )
+        self._messages = Counter(
+            "resonate_messages_total",
+            "Outbox messages handed to a transport, by message kind",
+            ["kind"],
+            registry=registry,
+        )
+        self._deliveries = Counter(
+            "resonate_deliveries_total",
+            "HTTP push rounds by result (success, error) and undeliverable messages (dropped)",
+            ["status"],
+            registry=registry,
+        )
+        self._scheduled = Counter(
+            "resonate_schedule_promises_total",
+            "Promises created by schedules",
+            registry=registry,
+        )
+        self._transport = Counter(
+            "troth_messages_total",
+            "Outbox messages by transport (poll, push; none for an unknown scheme) and event:"
+            " enqueued (handed to the transport), delivered, failed (a try that did not"
+            " deliver; it is tried again), dropped (undeliverable)",
+            ["transport", "event"],
+            registry=registry,
+        )
+        self._push_attempts = Counter(
+            "troth_push_attempts_total", "HTTP push requests made", registry=registry
+        )
+        self._push_failures = Counter(
+            "troth_push_failures_total",
+            "HTTP push requests that failed (no 2xx answer: refused, timed out, other status)",
+            registry=registry,
+        )
+        self._batch = Histogram(
+            "troth_storage_commit_requests",
+            "Requests per committed write transaction (SQLite's group commit; 1 on PostgreSQL)",
+            ["backend"],
+            buckets=_BATCH_BUCKETS,
+            registry=registry,
+        )
+        self._commit = Histogram(
+            "troth_storage_commit_seconds",
+            "Time of a write transaction, from its start to the durable commit",
+            ["backend"],
+            buckets=_COMMIT_BUCKETS,
+            registry=registry,
+        )
+        self._batch_child = self._batch.labels(backend)
+        self._commit_child = self._commit.labels(backend)
+        self._request_children: dict[tuple[str, int], Counter] = {}
+        self._duration_children: dict[str, Histogram] = {}
+        self._levels = _Levels()
+        registry.register(self._levels)
+
+    # -- events -----------------------------------------------------------------------------
+
+    def request(self, kind: str, status: int, seconds: float) -> None:
+        if kind not in _KINDS:
+            kind = "invalid"  # a client's string: never a label of its own
+        counter = self._request_children.get((kind, status))
+        if counter is None:
+            counter = self._request_children[kind, status] = self._requests.labels(
+                kind, str(status)
+            )
+        counter.inc()
+        duration = self._duration_children.get(kind)
+        if duration is None:
+            duration = self._duration_children[kind] = self._duration.labels(kind)
+        duration.observe(seconds)
+
+    def message(self, transport: str, event: str, kind: str | None = None) -> None:
+        """An outbox message's ``event`` on ``transport``; ``kind`` when it was enqueued."""
+        self._transport.labels(transport, event).inc()
+        if kind is not None:
+            self._messages.labels(kind).inc()
+
+    def push_round(self, delivered: bool) -> None:
+        """A round of push attempts ended; a delivered message is counted by the loop."""
+        self._deliveries.labels("success" if delivered else "error").inc()
+        if not delivered:
+            self.message("push", "failed")
+
+    def dropped(self) -> None:
+        self._deliveries.labels("dropped").inc()
+        self.message("none", "dropped")
+
+    def push_attempt(self, failed: bool) -> None:
+        self._push_attempts.inc()
+        if failed:
+            self._push_failures.inc()
+
+    # The storage's events (``troth.storage.service.StorageEvents``).
+
+    def committed(self, requests: int, seconds: float) -> None:
+        self._batch_child.observe(requests)
+        self._commit_child.observe(seconds)
+
+    def scheduled(self, promises: int) -> None:
+        self._scheduled.inc(promises)
+
+    # -- levels, read at each scrape --------------------------------------------------------
+
+    async def scrape(self, storage: Admin, timers: Timers, poll_groups: Mapping[str, int]) -> bytes:
+        """The exposition of every metric, the levels read now."""
+        stats = await storage.stats()
+        deadline = await timers.next_deadline()
+        self._levels.update(stats, deadline, self._now(), dict(poll_groups))
+        return generate_latest(self.registry)
+
+
+class _Levels:
+    """The values read at scrape time, as a collector of the registry."""
+
+    def __init__(self) -> None:
+        self._stats: StorageStats | None = None
+        self._lag = 0.0
+        self._poll: dict[str, int] = {}
+        # The oldest outbox row, and when a scrape first saw it oldest: rows carry no time,
+        # so its age counts from then (exact for a message stuck longer than a scrape
+        # interval, which is what an alert wants).
+        self._head: int | None = None
+        self._head_since = 0
+        self._age = 0.0
+
+    def update(
+        self, stats: StorageStats, deadline: int | None, now: int, poll: dict[str, int]
+    ) -> None:
+        self._stats = stats
+        self._lag = 0.0 if deadline is None else max(0, now - deadline) / 1000
+        self._poll = poll
+        if stats.outbox_head != self._head:
+            self._head = stats.outbox_head
+            self._head_since = now
+        self._age = 0.0 if self._head is None else (now - self._head_since) / 1000
+
+    def describe(self) -> list[Metric]:
+        return []  # levels come and go (the pool's only on PostgreSQL): nothing to check
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._stats
+        if stats is None:
+            return
+        yield _gauge("troth_outbox_messages", "Undelivered outbox messages", stats.outbox_depth)
+        yield _gauge(
+            "troth_outbox_oldest_age_seconds",
+            "How long the oldest undelivered message has been the oldest (0: outbox empty)",
+            self._age,
+        )
+        yield _gauge(
+            "troth_timeouts_lag_seconds",
+            "Now minus the earliest armed deadline, when it is past (0: nothing overdue)",
+            self._lag,
+        )
+        yield _gauge(
+            "troth_tasks_halted",
+            "Tasks halted (they run again only when resumed)",
+            stats.halted_tasks,
+        )
+        poll = GaugeMetricFamily(
+            "troth_poll_connections",
+            "Open SSE (poll) connections per worker group",
+            labels=["group"],
+        )
+        for group, count in sorted(self._poll.items()):
+            poll.add_metric([group], count)
+        yield poll
+        pool = stats.pool
+        if pool is None:
+            return
+        yield _gauge("troth_pg_pool_connections", "PostgreSQL connections open", pool.size)
+        yield _gauge(
+            "troth_pg_pool_waiting",
+            "Requests waiting for a PostgreSQL connection now",
+            pool.waiting,
+        )
+        yield CounterMetricFamily(
+            "troth_pg_pool_waits",
+            "Requests that waited for a PostgreSQL connection",
+            value=pool.waits,
+        )
+        yield CounterMetricFamily(
+            "troth_pg_pool_wait_seconds",
+            "Time requests waited for a PostgreSQL connection",
+            value=pool.wait_seconds,
+        )
+        yield CounterMetricFamily(
+            "troth_pg_pool_timeouts",
+            "Requests that gave up waiting for a PostgreSQL connection",
+            value=pool.timeouts,
+        )
+
+
+def _gauge(name: str, help: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, help, value=value)
