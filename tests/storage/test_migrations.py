@@ -17,10 +17,12 @@ RELEASED = {
     "sqlite": (
         "b683cd80758d52b9fd4bc20cc9a6900ddf72368cf1492bc7a03f9b7da40330c2",
         "908f63a86a2b7e691ea1bf06b423d09c25bf29796e56524281e2322af2fd6e24",
+        "e1098100f232ae4bb2201fc054e89f4f19db329dbb6fdcecc8089cf33bcb9955",
     ),
     "pg": (
         "b44aa72b88c823daa58255b86097dfa2575ee6bafedac396b090c102af52116e",
         "86013867e7f0ec2b7a6b7d7dbff5d6f2630b66bfd9662d9bad1b57c1be5a7896",
+        "79128835c7b2275e8c8765cd57fce82c26a9638a3f1530e68c93ade7a83055b8",
     ),
 }
 

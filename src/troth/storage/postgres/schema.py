@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import psycopg
 
+from troth.storage.sql import views
 from troth.storage.sql.dialect import POSTGRES
 from troth.storage.sql.schema import tables
 
@@ -27,7 +28,8 @@ _CLAIMS = """
 ALTER TABLE outbox ADD COLUMN claimed_by text, ADD COLUMN claimed_until timestamptz;
 """
 
-MIGRATIONS: tuple[str, ...] = (tables(POSTGRES), _CLAIMS)
+# The operator's views: executions and call trees along indexes (``troth.storage.sql.views``).
+MIGRATIONS: tuple[str, ...] = (tables(POSTGRES), _CLAIMS, views.migration(POSTGRES))
 
 # The two-key advisory lock space is apart from the one-key space the object locks use
 # (``troth.storage.postgres.locks``), so migrating never waits on a request's lock.

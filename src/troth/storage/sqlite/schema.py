@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from troth.storage.sql import views
 from troth.storage.sql.dialect import SQLITE
 from troth.storage.sql.schema import tables
 
@@ -24,7 +25,8 @@ CREATE TABLE health (
 INSERT INTO health (id, probed_at) VALUES (1, 0);
 """
 
-MIGRATIONS: tuple[str, ...] = (tables(SQLITE), _HEALTH)
+# The operator's views: executions and call trees along indexes (``troth.storage.sql.views``).
+MIGRATIONS: tuple[str, ...] = (tables(SQLITE), _HEALTH, views.migration(SQLITE))
 
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 
