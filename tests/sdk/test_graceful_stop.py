@@ -65,3 +65,42 @@ async def test_sigterm_finishes_the_running_step_and_hands_the_task_over(mode_en
         await client.stop()
     steps = ledger(tmp_path / "ledger")
     assert all(steps[f"start {n}"] == 1 and steps[f"done {n}"] == 1 for n in range(3)), steps
+
+
+FLAKY = """
+@app.register(retry=Constant(60.0, max_attempts=3))
+async def flaky(ctx: Context) -> int:
+    record("attempt")
+    raise RuntimeError("not yet")
+"""
+
+
+async def test_a_worker_stopped_while_waiting_out_a_recorded_retry_hands_the_task_back(
+    mode_env, tmp_path
+):
+    # The second worker resumes the task inside the retry wait the first one recorded; a
+    # SIGTERM there must release the task, not leave it held until its lease lapses.
+    write_module(tmp_path, "flaky", FLAKY)
+    env = {**mode_env, "LEDGER": str(tmp_path / "ledger")}  # the default 30 s lease
+    client = Troth(url=mode_env.get("TROTH_URL"), group="clients", db=mode_env.get("TROTH_DB"))
+    workers = []
+    try:
+        id = f"flaky-{uuid.uuid4().hex[:6]}"
+        handle = client.options(target=mode_env.get("TROTH_GROUP", "default")).rpc(id, "flaky")
+        for _ in range(2):
+            workers.append(worker(tmp_path, env, "flaky:app"))
+            deadline = time.monotonic() + 20
+            while await handle.status() != "running":
+                assert time.monotonic() < deadline, "no worker took the task"
+                await asyncio.sleep(0.05)
+            workers[-1].send_signal(signal.SIGTERM)
+            output = workers[-1].communicate(timeout=15)[0].decode()
+            assert workers[-1].returncode == 0, output
+            # Handed back: pending again at once, not running until the lease lapses.
+            assert await handle.status() == "pending", output
+        assert ledger(tmp_path / "ledger") == {"attempt": 1}
+    finally:
+        for process in workers:
+            if process.poll() is None:
+                process.kill()
+        await client.stop()

@@ -272,7 +272,7 @@ class Worker:
         drive = await self._prepare(task, root)
         if drive is None:
             return
-        execution: Execution | None = await self._resume(drive, preload)
+        execution = await self._resume(drive, preload)
         while execution is not None and self.leases.drives(task):  # else a newer run drives it
             tracing = self.runtime.tracing
             with tracing.execution(root, drive.entry.name, task.version, drive.attempt):
@@ -319,16 +319,20 @@ class Worker:
             return None
         return Drive(self.runtime, task, root, entry, args, kwargs)
 
-    async def _resume(self, drive: Drive, preload: list[PromiseRecord]) -> Execution:
+    async def _resume(self, drive: Drive, preload: list[PromiseRecord]) -> Execution | None:
         """The first run of this worker's hold, at the attempt after the root's recorded
-        failures, once the wait before it is over."""
+        failures, once the wait before it is over; None if the wait ended the hold."""
         # Failed attempts of the root are recorded like a step's (``troth.sdk.attempts``);
         # they share the root's branch, so the preload carries them here.
         execution = drive.execution(preload)
         failures = await attempts.failures(execution, drive.root.id, verify=False)
         drive.attempt = len(failures) + 1
         if failures and (at := attempts.retry_at(failures[-1])) is not None:
-            await execution.pause(max(0.0, (at - self.runtime.clock.now()) / 1000))
+            try:
+                await execution.pause(max(0.0, (at - self.runtime.clock.now()) / 1000))
+            except ExecutionSignal as signal:  # a stop: hand the task back, as _retry does
+                await self._abort(execution, signal)
+                return None
         return execution
 
     async def _retry(
