@@ -15,7 +15,9 @@ from typing import NamedTuple, Protocol
 
 from troth.protocol.envelope import Request
 from troth.protocol.messages import Message
+from troth.protocol.records import PromiseRecord
 from troth.protocol.responses import Reply, Snapshot
+from troth.views.executions import ExecutionQuery, Page
 
 
 class Retriable(Exception):
@@ -171,6 +173,20 @@ class Admin(Protocol):
     async def close(self) -> None: ...
 
 
-class Service(Requests, Timers, Outbox, Admin, Protocol):
+class Views(Protocol):
+    """The operator's reads (``troth.views``: the JSON API, the console, the CLI on a
+    database file), each along an index, never a scan of every promise."""
+
+    async def executions(self, query: ExecutionQuery) -> Page:
+        """A page of executions (root promises with a task), newest first."""
+        ...
+
+    async def family(self, id: str) -> list[PromiseRecord]:
+        """Promise ``id`` and every promise below it in its call tree (``tree.build`` reads
+        them as one); [] if there is no promise ``id``."""
+        ...
+
+
+class Service(Requests, Timers, Outbox, Admin, Views, Protocol):
     """Everything a backend provides; each part of the server depends only on the
     concern it uses (the timeouts loop on ``Timers``, delivery on ``Outbox``)."""

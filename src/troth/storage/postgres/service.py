@@ -24,6 +24,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from troth.engine import READ_ONLY, Timeout, handle
 from troth.engine.timeouts import LEAN, CatchUp
 from troth.protocol.envelope import Request
+from troth.protocol.records import PromiseRecord
 from troth.protocol.responses import Reply, Snapshot
 from troth.storage.postgres import connection, outbox, schema
 from troth.storage.postgres.listener import OutboxListener
@@ -39,9 +40,11 @@ from troth.storage.service import (
     StorageStats,
 )
 from troth.storage.snapshot import snapshot
+from troth.storage.sql import views
 from troth.storage.sql.dialect import POSTGRES
 from troth.storage.sql.schema import clear
 from troth.storage.sql.stats import storage_stats
+from troth.views.executions import ExecutionQuery, Page
 
 T = TypeVar("T")
 
@@ -180,6 +183,12 @@ class PostgresService:
 
     async def snapshot(self) -> Snapshot:
         return await self._transact(lambda store: snapshot(store.conn))
+
+    async def executions(self, query: ExecutionQuery) -> Page:
+        return await self._transact(lambda store: views.executions(store.conn, POSTGRES, query))
+
+    async def family(self, id: str) -> list[PromiseRecord]:
+        return await self._transact(lambda store: views.family(store.conn, POSTGRES, id))
 
     async def reset(self) -> None:
         await self._transact(lambda store: clear(store.conn), write=True)

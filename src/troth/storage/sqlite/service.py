@@ -24,9 +24,11 @@ from typing import TypeVar
 from troth.engine import READ_ONLY, fire, handle
 from troth.engine.timeouts import LEAN, CatchUp
 from troth.protocol.envelope import Request
+from troth.protocol.records import PromiseRecord
 from troth.protocol.responses import Reply, Snapshot
 from troth.storage.service import Delivery, NoEvents, StorageEvents, StorageStats
 from troth.storage.snapshot import snapshot
+from troth.storage.sql import views
 from troth.storage.sql.dialect import SQLITE
 from troth.storage.sql.outbox import undelivered
 from troth.storage.sql.schema import clear
@@ -34,6 +36,7 @@ from troth.storage.sql.stats import storage_stats
 from troth.storage.sqlite import liveness, outbox, schema
 from troth.storage.sqlite.store import SqliteStore
 from troth.storage.sqlite.writer import Writer
+from troth.views.executions import ExecutionQuery, Page
 
 T = TypeVar("T")
 
@@ -173,6 +176,12 @@ class SqliteService:
 
     async def snapshot(self) -> Snapshot:
         return await self._read(lambda store: snapshot(store.conn))
+
+    async def executions(self, query: ExecutionQuery) -> Page:
+        return await self._read(lambda store: views.executions(store.conn, SQLITE, query))
+
+    async def family(self, id: str) -> list[PromiseRecord]:
+        return await self._read(lambda store: views.family(store.conn, SQLITE, id))
 
     async def reset(self) -> None:
         await self._write(lambda store: clear(store.conn))
