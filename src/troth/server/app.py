@@ -7,6 +7,7 @@
 | ``POST /poll/{group}/{id}``             | acknowledges frames of a stream (``sse``)       |
 | ``GET /health``                         | 200 while the process serves                    |
 | ``GET /ready``                          | 200 when storage answers a ping, else 503       |
+| ``/console`` and below                  | the web console (``console``), unless off       |
 | ``GET /metrics``                        | Prometheus metrics (``metrics``), unless off    |
 | ``/promises``, ``/tasks``, ``/schedules`` and below, any verb | 410: the pre-2026 REST API |
 | anything else                           | 404, empty                                      |
@@ -41,6 +42,7 @@ from troth.server.auth import Auth, Denied, bearer
 from troth.server.clock import MonotonicWallClock
 from troth.server.config import ServerConfig
 from troth.server.cors import Cors, Http, parse_origins
+from troth.server.console import Console
 from troth.server.delivery import DeliveryLoop
 from troth.server.metrics import CONTENT_TYPE, ServerMetrics
 from troth.server.poll import PollHub
@@ -124,6 +126,11 @@ class App:
             push_allow=self.push_allow,
             metrics=self.metrics,
         )
+        self.console = (
+            Console(service, self.rpc, self.auth, read_only=config.console_read_only)
+            if config.console
+            else None
+        )
         self._loops: list[asyncio.Task[None]] = []
         origins = parse_origins(config.cors_origins)
         self._serve: Http = Cors(self._http, origins) if origins else self._http
@@ -169,6 +176,8 @@ class App:
                 await respond(send, 200 if await self._ready() else 503)
         elif path == "/metrics" and self.metrics is not None:
             await self._metrics(scope, send, self.metrics)
+        elif self.console is not None and (path == "/console" or path.startswith("/console/")):
+            await self.console(scope, receive, send)
         elif any(path == p or path.startswith(p + "/") for p in _LEGACY):
             await respond(send, 410, _GONE, JSON)
         else:

@@ -1,0 +1,283 @@
+"""Routing, authentication and the actions of the console (see the package docstring)."""
+
+from __future__ import annotations
+
+import logging
+from importlib.resources import files
+from urllib.parse import parse_qs
+
+from troth.protocol.kinds import Kind
+from troth.protocol.records import SettleState, TaskRecord, TaskState
+from troth.protocol.requests import (
+    PromiseGetRequest,
+    ScheduleSearchRequest,
+    TaskGetRequest,
+    TaskSearchRequest,
+)
+from troth.protocol.responses import (
+    PromiseResponse,
+    Reply,
+    ScheduleSearchResponse,
+    TaskGetResponse,
+    TaskSearchResponse,
+)
+from troth.server.asgi import BodyTooLarge, Disconnected, Receive, Scope, Send, read_body, respond
+from troth.server.auth import Auth, Denied, Grant
+from troth.server.console import forms
+from troth.server.console.calls import Calls
+from troth.server.console.markup import Html
+from troth.server.console.pages import Page, halt_reason
+from troth.server.console.session import Visitor, login_cookie, logout_cookie, visitor
+from troth.server.rpc import Rpc
+from troth.storage.service import Views
+from troth.views import actions
+from troth.views.tree import build
+
+log = logging.getLogger(__name__)
+
+HTML = b"text/html; charset=utf-8"
+# Pages are the console's own markup and files only: no inline script, no other origin.
+_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+        b" form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    ),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"cache-control", b"no-store"),
+]
+_FORM_LIMIT = 64 * 1024  # bytes: a form is an id, a token and a JSON value
+_STATIC = {"console.css": b"text/css; charset=utf-8", "console.js": b"text/javascript"}
+_PAGE_SIZE = 50
+
+
+class Console:
+    def __init__(self, views: Views, rpc: Rpc, auth: Auth | None, *, read_only: bool) -> None:
+        self._views = views
+        self._calls = Calls(rpc)
+        self._auth = auth
+        self._read_only = read_only
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope["path"].removeprefix("/console")
+        method: str = scope["method"]
+        you = visitor(scope)
+        if path.startswith("/static/"):
+            await self._static(path.removeprefix("/static/"), method, send)
+            return
+        page = Page(
+            you.csrf,
+            actions=not self._read_only,
+            logged_in=self._auth is not None and bool(you.token),
+        )
+        if path == "/login":
+            await self._login(scope, receive, send, you, page)
+            return
+        if path == "/logout" and method == "POST":
+            await self._logout(scope, receive, send, you, page)
+            return
+        try:
+            grant = self._grant(you)
+        except Denied as e:
+            await _page(
+                send,
+                e.status,
+                page.login()
+                if e.status == 401
+                else page.message("Forbidden", "This token may not see this."),
+                you,
+            )
+            return
+        if path.startswith("/actions/") and method == "POST":
+            await self._act(path.removeprefix("/actions/"), scope, receive, send, you, page)
+            return
+        if method not in ("GET", "HEAD"):
+            await _page(send, 405, page.message("Method not allowed", f"{method} {path}"), you)
+            return
+        query = {
+            k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()
+        }
+        try:
+            status, body = await self._read(path, query, grant, you, page)
+        except Denied as e:
+            status, body = e.status, page.message("Forbidden", "This token may not see this.")
+        except forms.Invalid as e:
+            status, body = 400, page.message("Bad request", str(e))
+        await _page(send, status, body, you)
+
+    def _grant(self, you: Visitor) -> Grant | None:
+        if self._auth is None:
+            return None
+        return self._auth.authenticate(you.token)
+
+    async def _read(
+        self, path: str, query: dict[str, str], grant: Grant | None, you: Visitor, page: Page
+    ) -> tuple[int, Html]:
+        if path in ("", "/"):
+            _unscoped(grant)
+            search = forms.execution_query(query, _PAGE_SIZE)
+            found = await self._views.executions(search)
+            return 200, page.executions(search, found.executions, found.next)
+        if path in ("/execution", "/execution/live"):
+            id = forms.required(query, "id")
+            if grant is not None:
+                grant.check_ids([id])
+            records = await self._views.family(id)
+            if not records:
+                return 404, page.message("Not found", f"There is no execution {id}.", "/console")
+            task = await self._task(id, you.token)
+            root = build(id, records, {id: task.state} if task is not None else None)
+            return 200, page.live(root) if path == "/execution/live" else page.execution(root)
+        if path == "/halted":
+            _unscoped(grant)
+            reply = await self._calls(
+                Kind.TASK_SEARCH, TaskSearchRequest(TaskState.HALTED, _PAGE_SIZE), you.token
+            )
+            tasks = reply.body.tasks if isinstance(reply.body, TaskSearchResponse) else []
+            rows = [(t, halt_reason(build(t.id, await self._views.family(t.id)))) for t in tasks]
+            return 200, page.halted(rows)
+        if path == "/schedules":
+            _unscoped(grant)
+            reply = await self._calls(
+                Kind.SCHEDULE_SEARCH,
+                ScheduleSearchRequest(limit=_PAGE_SIZE, cursor=query.get("cursor") or None),
+                you.token,
+            )
+            if not isinstance(reply.body, ScheduleSearchResponse):
+                return reply.status, page.message("Cannot list schedules", str(reply.body))
+            return 200, page.schedules(reply.body.schedules, reply.body.cursor)
+        return 404, page.message("Not found", "The console has no such page.", "/console")
+
+    async def _task(self, id: str, token: str | None) -> TaskRecord | None:
+        reply = await self._calls(Kind.TASK_GET, TaskGetRequest(id), token)
+        return reply.body.task if isinstance(reply.body, TaskGetResponse) else None
+
+    async def _act(
+        self, verb: str, scope: Scope, receive: Receive, send: Send, you: Visitor, page: Page
+    ) -> None:
+        form = await _form(scope, receive)
+        if form is None:
+            await _page(send, 400, page.message("Bad request", "The form could not be read."), you)
+        elif you.forged(scope, form):
+            await _page(send, 403, page.message(
+                "Forbidden", "This form did not come from this console: reload the page and"
+                " try again."), you)  # fmt: skip
+        elif self._read_only:
+            await _page(send, 403, page.message("Read-only", "This console is read-only"
+                                                " (--console-read-only)."), you)  # fmt: skip
+        elif verb not in _ACTIONS:
+            await _page(send, 404, page.message("Not found", f"No action {verb!r}."), you)
+        else:
+            await self._confirmed(verb, form, send, you, page)
+
+    async def _confirmed(
+        self, verb: str, form: dict[str, str], send: Send, you: Visitor, page: Page
+    ) -> None:
+        try:
+            id = forms.required(form, "id")
+            value = forms.json_value(form) if verb in ("resolve", "reject") else None
+        except forms.Invalid as e:
+            await _page(send, 400, page.message("Bad request", str(e)), you)
+            return
+        if form.get("confirmed") != "yes":
+            await _page(send, 200, page.confirm(verb, id, form.get("value")), you)
+            return
+        replies = await self._send(verb, id, value, you.token)
+        failed = next((r for r in replies if r.status not in (200, 300)), None)
+        back = page_of(id)
+        if failed is not None:
+            text = f"{verb} {id} was refused ({failed.status}): {failed.body}"
+            await _page(send, failed.status, page.message("Not done", text, back), you)
+            return
+        await respond(send, 303, extra=[(b"location", back.encode()), *you.cookies()])
+
+    async def _send(self, verb: str, id: str, value: object, token: str | None) -> list[Reply]:
+        """The protocol requests of ``verb`` (``troth.views.actions``), sent in order until
+        one is refused."""
+        if verb == "continue":
+            return [await self._calls(Kind.TASK_CONTINUE, actions.resume(id), token)]
+        if verb in ("resolve", "reject"):
+            state = SettleState.RESOLVED if verb == "resolve" else SettleState.REJECTED
+            return [await self._calls(Kind.PROMISE_SETTLE, actions.settle(id, state, value), token)]
+        found = await self._calls(Kind.PROMISE_GET, PromiseGetRequest(id), token)
+        if not isinstance(found.body, PromiseResponse):
+            return [found]
+        create, settle = actions.cancel(found.body.promise, _CANCEL_REASON)
+        if create is not None:
+            created = await self._calls(Kind.PROMISE_CREATE, create, token)
+            if created.status != 200:
+                return [created]
+        return [await self._calls(Kind.PROMISE_SETTLE, settle, token)]
+
+    async def _login(
+        self, scope: Scope, receive: Receive, send: Send, you: Visitor, page: Page
+    ) -> None:
+        if self._auth is None:
+            await respond(send, 303, extra=[(b"location", b"/console")])
+            return
+        if scope["method"] != "POST":
+            await _page(send, 200, page.login(), you)
+            return
+        form = await _form(scope, receive)
+        if form is None or you.forged(scope, form):
+            await _page(send, 403, page.login("Reload the page and log in again."), you)
+            return
+        token = form.get("token", "").strip()
+        try:
+            self._auth.authenticate(forms.token(token))
+        except (Denied, forms.Invalid):
+            await _page(send, 401, page.login("This token is not accepted."), you)
+            return
+        await respond(
+            send, 303, extra=[(b"location", b"/console"), login_cookie(token), *you.cookies()]
+        )
+
+    async def _logout(
+        self, scope: Scope, receive: Receive, send: Send, you: Visitor, page: Page
+    ) -> None:
+        form = await _form(scope, receive)
+        if form is None or you.forged(scope, form):
+            await _page(send, 403, page.message("Forbidden", "Reload the page first."), you)
+            return
+        await respond(send, 303, extra=[(b"location", b"/console/login"), logout_cookie()])
+
+    async def _static(self, name: str, method: str, send: Send) -> None:
+        kind = _STATIC.get(name)
+        if kind is None or method not in ("GET", "HEAD"):
+            await respond(send, 404)
+            return
+        body = files(__package__).joinpath("static", name).read_bytes()
+        await respond(send, 200, body, kind, extra=[(b"cache-control", b"max-age=300")])
+
+
+_ACTIONS = ("continue", "cancel", "resolve", "reject")
+_CANCEL_REASON = "canceled from the console"
+
+
+def page_of(id: str) -> str:
+    """Where to go after acting on ``id``: the page of its execution."""
+    return forms.execution_url(id)
+
+
+def _unscoped(grant: Grant | None) -> None:
+    """Lists are searches: as on ``POST /``, only an unscoped token may search."""
+    if grant is not None:
+        grant.check_ids(None)
+
+
+async def _form(scope: Scope, receive: Receive) -> dict[str, str] | None:
+    """An urlencoded form body, or None if it is not one or too long."""
+    try:
+        body = await read_body(scope, receive, _FORM_LIMIT)
+    except (BodyTooLarge, Disconnected):
+        return None
+    try:
+        pairs = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return {k: v[-1] for k, v in pairs.items()}
+
+
+async def _page(send: Send, status: int, body: Html, you: Visitor) -> None:
+    await respond(send, status, body.encode(), HTML, extra=[*_HEADERS, *you.cookies()])
