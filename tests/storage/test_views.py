@@ -12,7 +12,7 @@ from typing import Any
 from tests.support.storage import TARGET, Backend
 from troth.protocol.conventions import FUNC_TAG
 from troth.protocol.envelope import Request
-from troth.protocol.records import BRANCH, ORIGIN, PARENT, SettleState, Value
+from troth.protocol.records import BRANCH, ORIGIN, PARENT, SettleState, TaskState, Value
 from troth.protocol.requests import PromiseCreateRequest, PromiseSettleRequest, TaskHaltRequest
 from troth.storage.service import Service
 from troth.storage.sql.dialect import POSTGRES, SQLITE
@@ -124,6 +124,9 @@ def test_family_is_the_subtree_of_one_execution(backend: Backend) -> None:
         assert [p.id for p in await service.family("r")] == ["r", "r:0", "r:1", "r:1.0", "r:10"]
         assert [p.id for p in await service.family("r:1")] == ["r:1", "r:1.0"]
         assert await service.family("nothing") == []
+        await send(service, "task.halt", TaskHaltRequest("r:1"), 8)
+        ids = [p.id for p in await service.family("r")]
+        assert await service.tasks(ids) == {"r": TaskState.PENDING, "r:1": TaskState.HALTED}
         await service.close()
 
     run(scenario())

@@ -15,7 +15,7 @@ from typing import NamedTuple, Protocol
 
 from troth.protocol.envelope import Request
 from troth.protocol.messages import Message
-from troth.protocol.records import PromiseRecord
+from troth.protocol.records import PromiseRecord, TaskState
 from troth.protocol.responses import Reply, Snapshot
 from troth.views.executions import ExecutionQuery, Page
 
@@ -184,6 +184,10 @@ class Views(Protocol):
     async def family(self, id: str) -> list[PromiseRecord]:
         """Promise ``id`` and every promise below it in its call tree (``tree.build`` reads
         them as one); [] if there is no promise ``id``."""
+        ...
+
+    async def tasks(self, ids: list[str]) -> dict[str, TaskState]:
+        """The state of the task of each of ``ids`` that has one (a tree's halted nodes)."""
         ...
 
 

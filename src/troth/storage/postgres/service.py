@@ -24,7 +24,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from troth.engine import READ_ONLY, Timeout, handle
 from troth.engine.timeouts import LEAN, CatchUp
 from troth.protocol.envelope import Request
-from troth.protocol.records import PromiseRecord
+from troth.protocol.records import PromiseRecord, TaskState
 from troth.protocol.responses import Reply, Snapshot
 from troth.storage.postgres import connection, outbox, schema
 from troth.storage.postgres.listener import OutboxListener
@@ -189,6 +189,9 @@ class PostgresService:
 
     async def family(self, id: str) -> list[PromiseRecord]:
         return await self._transact(lambda store: views.family(store.conn, POSTGRES, id))
+
+    async def tasks(self, ids: list[str]) -> dict[str, TaskState]:
+        return await self._transact(lambda store: views.task_states(store.conn, POSTGRES, ids))
 
     async def reset(self) -> None:
         await self._transact(lambda store: clear(store.conn), write=True)

@@ -105,3 +105,17 @@ def family(conn: Connection, d: Dialect, id: str) -> list[PromiseRecord]:
     )
     bounds = (root.tags.get(ORIGIN) or id, id + sep, id + chr(ord(sep) + 1))
     return [root, *(promise(r) for r in conn.execute(below, bounds).fetchall())]
+
+
+_CHUNK = 500  # ids per statement: far below either database's limit on parameters
+
+
+def task_states(conn: Connection, d: Dialect, ids: list[str]) -> dict[str, TaskState]:
+    """The state of the task of each promise of ``ids`` that has one (by primary key)."""
+    found: dict[str, TaskState] = {}
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        marks = ", ".join("?" for _ in chunk)
+        rows = conn.execute(d.sql(f"SELECT id, state FROM tasks WHERE id IN ({marks})"), chunk)
+        found.update((id, TaskState(state)) for id, state in rows.fetchall())
+    return found

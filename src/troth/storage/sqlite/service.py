@@ -24,7 +24,7 @@ from typing import TypeVar
 from troth.engine import READ_ONLY, fire, handle
 from troth.engine.timeouts import LEAN, CatchUp
 from troth.protocol.envelope import Request
-from troth.protocol.records import PromiseRecord
+from troth.protocol.records import PromiseRecord, TaskState
 from troth.protocol.responses import Reply, Snapshot
 from troth.storage.service import Delivery, NoEvents, StorageEvents, StorageStats
 from troth.storage.snapshot import snapshot
@@ -182,6 +182,9 @@ class SqliteService:
 
     async def family(self, id: str) -> list[PromiseRecord]:
         return await self._read(lambda store: views.family(store.conn, SQLITE, id))
+
+    async def tasks(self, ids: list[str]) -> dict[str, TaskState]:
+        return await self._read(lambda store: views.task_states(store.conn, SQLITE, ids))
 
     async def reset(self) -> None:
         await self._write(lambda store: clear(store.conn))
