@@ -1,18 +1,23 @@
-"""The SDK benchmark: ``python bench/sdk.py [--quick] [--dbos-python PATH]``.
+"""The SDK benchmark: ``python bench/sdk.py [--quick] [--no-dbos] [--no-restate] ...``.
 
 A 1-step and a 10-step workflow (each step a ``ctx.run`` of a cheap ``def``), 1,000
-executions per case (100 with ``--quick``), with 1 and 16 concurrent callers:
+executions per case (100 with ``--quick``), and a 100-step one with a twentieth as many, each
+with 1 and 16 concurrent callers, on four systems in one run:
 
 1. troth embedded: the engine in the app's process on a fresh SQLite file;
 2. troth remote: the app against a ``troth serve`` subprocess on a fresh SQLite file
    (both with SQLite's ``synchronous=FULL``, troth's default);
-3. DBOS, the peer baseline, on its default SQLite system database, in a venv of its own.
+3. DBOS, on its default SQLite system database, in a venv of its own;
+4. Restate 1.7: ``restate-server`` (from npm) on a fresh data folder, the workflows served
+   by its Python SDK on hypercorn, registered as a deployment, called through the ingress.
 
-It prints workflows/s, steps/s and p50/p99 latency per case, then the ratios troth/DBOS.
-Each system runs in a process of its own (``sdk_troth.py``, ``sdk_dbos.py``), one after
-the other. Without ``--dbos-python`` a venv with ``dbos`` is made (once) in
-``$TMPDIR/troth-bench-dbos``; ``--no-dbos`` skips the baseline. Figures on a small shared
-machine are noisy: compare ratios from one run, not absolute numbers across runs.
+It prints workflows/s, steps/s and p50/p99 latency per case, the ratios of each troth mode
+against each peer, and the issue-16 targets, met or not. Each system runs in processes of
+its own (``sdk_troth.py``, ``sdk_dbos.py``, ``sdk_restate.py``), one after the other. The
+peers are installed on first use outside the repository (``peers.py``); every peer is
+set up before anything is measured, and one that cannot be is an error naming the flag
+that skips it (``--no-dbos``, ``--no-restate``), never a silent gap in the table. Figures
+on a small shared machine are noisy: compare ratios from one run, not numbers across runs.
 
 ``--replay-check-cost [--batch B]`` measures instead what the replay check costs (issue 8):
 the troth cases (embedded, then remote against a fresh ``troth serve``) with the check as
@@ -31,7 +36,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -42,33 +46,16 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import peers
+
 HERE = Path(__file__).resolve().parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def dbos_python(path: str | None) -> str:
-    """The Python to run DBOS with: the one given, or a venv made for it on first use."""
-    if path:
-        return path
-    venv = Path(tempfile.gettempdir()) / "troth-bench-dbos"
-    python = venv / "bin" / "python"
-    if not python.exists():
-        print(f"making a venv with dbos in {venv} ...", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "dbos"], check=True)
-    return str(python)
 
 
 class Server:
     """``troth serve`` on a free port and a fresh database file in ``directory``."""
 
     def __init__(self, directory: Path) -> None:
-        port = free_port()
+        port = peers.free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.log = directory / "server.log"
         command = [
@@ -134,18 +121,63 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def ratios(rows: list[dict[str, Any]]) -> str:
-    """Throughput and p50 latency of each troth mode against DBOS, case by case."""
-    dbos = {(r["steps"], r["callers"]): r for r in rows if r["system"].startswith("dbos")}
-    lines = [f"{'troth / DBOS':<16} {'steps':>5} {'callers':>7} {'wf/s x':>8} {'p50 x':>8}"]
+PEERS = {"dbos": "DBOS", "restate": "Restate"}
+
+
+def ratios(rows: list[dict[str, Any]], peer: str) -> str:
+    """Each troth mode against ``peer``, case by case: throughput (higher is better) and
+    p50 and p99 latency (lower is better)."""
+    base = {(r["steps"], r["callers"]): r for r in rows if r["system"].startswith(peer)}
+    lines = [
+        f"{'troth / ' + PEERS[peer]:<16} {'steps':>5} {'callers':>7} {'wf/s x':>8} "
+        f"{'p50 x':>8} {'p99 x':>8}"
+    ]
     for r in rows:
-        base = dbos.get((r["steps"], r["callers"]))
-        if base is None or r["system"].startswith("dbos"):
+        b = base.get((r["steps"], r["callers"]))
+        if b is None or not r["system"].startswith("troth"):
             continue
         lines.append(
-            f"{r['system']:<16} {r['steps']:>5} {r['callers']:>7} "
-            f"{r['wf/s'] / base['wf/s']:>8.2f} {r['p50 ms'] / base['p50 ms']:>8.2f}"
+            f"{r['system']:<16} {r['steps']:>5} {r['callers']:>7} {r['wf/s'] / b['wf/s']:>8.2f} "
+            f"{r['p50 ms'] / b['p50 ms']:>8.2f} {r['p99 ms'] / b['p99 ms']:>8.2f}"
         )
+    return "\n".join(lines)
+
+
+def targets(rows: list[dict[str, Any]]) -> str:
+    """Issue 16's targets for the SDK, each with its figure from this run, met or not."""
+    row = {(r["system"], r["steps"], r["callers"]): r for r in rows}
+    checks: list[tuple[str, float, str, float]] = []  # (what, figure, comparison, bound)
+
+    def ratio(what: str, mode: str, peer: str, bound: float) -> None:
+        ours, theirs = row.get((f"troth {mode}", 10, 16)), row.get((peer, 10, 16))
+        if ours and theirs:
+            checks.append((what, ours["wf/s"] / theirs["wf/s"], ">=", bound))
+
+    ratio("10 steps, 16 callers: embedded / Restate wf/s", "embedded", "restate server", 4)
+    ratio("10 steps, 16 callers: remote / Restate wf/s", "remote", "restate server", 1.5)
+    ratio("10 steps, 16 callers: embedded / DBOS wf/s", "embedded", "dbos embedded", 10)
+    ratio("10 steps, 16 callers: remote / DBOS wf/s", "remote", "dbos embedded", 10)
+    for mode, bound in (("embedded", 3.0), ("remote", 10.0)):
+        if one := row.get((f"troth {mode}", 10, 1)):
+            checks.append((f"10 steps, 1 caller: {mode} p50 ms", one["p50 ms"], "<=", bound))
+    for mode in ("embedded", "remote"):
+        ten, hundred = row.get((f"troth {mode}", 10, 1)), row.get((f"troth {mode}", 100, 1))
+        if ten and hundred:
+            checks.append(
+                (f"1 caller: {mode} 100-step / 10-step p50", hundred["p50 ms"] / ten["p50 ms"],
+                 "<=", 10)
+            )  # fmt: skip
+        ten, hundred = row.get((f"troth {mode}", 10, 16)), row.get((f"troth {mode}", 100, 16))
+        if ten and hundred:
+            checks.append(
+                (f"16 callers: {mode} 10-step / 100-step wf/s", ten["wf/s"] / hundred["wf/s"],
+                 "<=", 10)
+            )  # fmt: skip
+    lines = [f"{'target':<48} {'figure':>8}   {'bound':<8} met"]
+    for what, figure, comparison, bound in checks:
+        met = figure >= bound if comparison == ">=" else figure <= bound
+        verdict = "yes" if met else "NO"
+        lines.append(f"{what:<48} {figure:>8.2f}   {comparison} {bound:<5g} {verdict}")
     return "\n".join(lines)
 
 
@@ -354,7 +386,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100 executions per case")
     parser.add_argument("--n", type=int, help="executions per case (default 1000)")
     parser.add_argument("--dbos-python", help="a Python with dbos installed")
-    parser.add_argument("--no-dbos", action="store_true", help="skip the DBOS baseline")
+    parser.add_argument("--no-dbos", action="store_true", help="skip DBOS")
+    parser.add_argument("--restate-server", help="a restate-server 1.7 binary")
+    parser.add_argument("--restate-python", help="a Python with restate-sdk and hypercorn")
+    parser.add_argument("--no-restate", action="store_true", help="skip Restate")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument(
         "--replay-check-cost",
@@ -369,31 +404,74 @@ def main() -> None:
     if args.replay_check_cost:
         replay_check_cost(args, n)
         return
-    common = ["--n", str(n), "--callers", "1,16", "--steps", "1,10"]
+    installed: dict[str, str] = {}  # peers' Pythons and Restate's binary, set up first
+    failed = []
+    for peer, skip, setup in [
+        ("dbos", args.no_dbos, lambda: peers.dbos_python(args.dbos_python)),
+        ("restate", args.no_restate, lambda: peers.restate_python(args.restate_python)),
+        ("restate-server", args.no_restate, lambda: peers.restate_server(args.restate_server)),
+    ]:
+        if skip:
+            continue
+        try:
+            installed[peer] = setup()
+        except (OSError, RuntimeError, subprocess.CalledProcessError) as e:
+            failed.append(f"{peer}: {e}")
+    if failed:
+        raise SystemExit(
+            "\nPEER SETUP FAILED, nothing measured:\n  " + "\n  ".join(failed)
+            + "\nFix it, or skip the peer with --no-dbos / --no-restate."
+        )  # fmt: skip
     cases: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="troth-bench-sdk-") as tmp:
         directory = Path(tmp)
         troth = [sys.executable, str(HERE / "sdk_troth.py")]
         db = str(directory / "embedded.db")
-        cases += run_cases([*troth, "embedded", "--db", db, *common], directory)
+        cases += workloads([*troth, "embedded", "--db", db], directory, n)
         server = Server(directory)
         try:
-            cases += run_cases([*troth, "remote", "--url", server.url, *common], directory)
+            cases += workloads([*troth, "remote", "--url", server.url], directory, n)
         finally:
             server.close()
-        if not args.no_dbos:
+        if "dbos" in installed:
             scratch = directory / "dbos"
             scratch.mkdir()
-            python = dbos_python(args.dbos_python)
-            cases += run_cases([python, str(HERE / "sdk_dbos.py"), *common], scratch)
+            cases += workloads([installed["dbos"], str(HERE / "sdk_dbos.py")], scratch, n)
+        if "restate" in installed:
+            scratch = directory / "restate"
+            scratch.mkdir()
+            restate = peers.Restate(installed["restate-server"], installed["restate"], scratch)
+            try:
+                command = [installed["restate"], str(HERE / "sdk_restate.py")]
+                cases += workloads([*command, "--ingress", restate.ingress], scratch, n)
+            finally:
+                restate.close()
     rows = [summary(case) for case in cases]
-    print(f"\nSDK benchmark, {n} executions per case, {os.cpu_count()} CPUs\n")
+    print(f"\nSDK benchmark, {n} executions per case (100 steps: {long_n(n)}), "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n")  # fmt: skip
     print(table(rows))
-    if not args.no_dbos:
-        print()
-        print(ratios(rows))
+    for peer in PEERS:
+        if peer in installed:
+            print()
+            print(ratios(rows, peer))
+    print()
+    print(targets(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
+
+
+def long_n(n: int) -> int:
+    """Executions of the 100-step workflow: a twentieth as many (each is ten times the
+    work), but at least three per caller at 16 callers."""
+    return max(n // 20, 48)
+
+
+def workloads(command: list[str], cwd: Path, n: int) -> list[dict[str, Any]]:
+    """One system's cases: the 1- and 10-step workflows, then the 100-step one, each at 1
+    and 16 callers, in two runs of its workload process against the same store."""
+    cases = run_cases([*command, "--n", str(n), "--callers", "1,16", "--steps", "1,10"], cwd)
+    long = ["--n", str(long_n(n)), "--callers", "1,16", "--steps", "100"]
+    return cases + run_cases([*command, *long], cwd)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The DBOS side of the SDK benchmark: the same two workflows on DBOS, the peer baseline.
+"""The DBOS side of the SDK benchmark: the same workflows on DBOS, the first peer.
 
 Run by a Python that has ``dbos`` installed (``bench/sdk.py`` makes a venv for it), from a
 scratch directory: DBOS is configured with nothing but a name, so it uses its default
@@ -40,7 +40,14 @@ def ten_steps(x: int) -> int:
     return x
 
 
-WORKFLOWS: dict[int, Callable[[int], int]] = {1: one_step, 10: ten_steps}
+@DBOS.workflow()
+def hundred_steps(x: int) -> int:
+    for _ in range(100):
+        x = add_one(x)
+    return x
+
+
+WORKFLOWS: dict[int, Callable[[int], int]] = {1: one_step, 10: ten_steps, 100: hundred_steps}
 
 
 def measure(fn: Callable[[int], int], steps: int, n: int, callers: int, tag: str) -> dict:

@@ -32,7 +32,7 @@ async def add_one_async(x: int) -> int:
 
 
 def build(app: Troth, step: Any) -> dict[int, Any]:
-    """The 1-step and the 10-step workflow, registered on ``app``."""
+    """The 1-, 10- and 100-step workflows, registered on ``app``."""
 
     @app.register(name="one_step")
     async def one_step(ctx: Context, x: int) -> int:
@@ -44,7 +44,13 @@ def build(app: Troth, step: Any) -> dict[int, Any]:
             x = await ctx.run(step, x)
         return x
 
-    return {1: one_step, 10: ten_steps}
+    @app.register(name="hundred_steps")
+    async def hundred_steps(ctx: Context, x: int) -> int:
+        for _ in range(100):
+            x = await ctx.run(step, x)
+        return x
+
+    return {1: one_step, 10: ten_steps, 100: hundred_steps}
 
 
 async def measure(app: Troth, fn: Any, steps: int, n: int, callers: int, tag: str) -> dict:
