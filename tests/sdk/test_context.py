@@ -131,6 +131,27 @@ async def test_external_promise_is_settled_from_outside(make_app, uid):
         assert await asyncio.wait_for(handle.result(), WAIT) == "approved"
 
 
+@pytest.mark.parametrize("name", ["{root}.approval", "approval-{root}"])
+async def test_an_external_promise_named_outside_the_execution_is_awaited(make_app, uid, name):
+    # Its deadline timer (``<id>:deadline``) roots a tree of its own; it was refused with
+    # a 400 for a ':' in its origin tag, so such a promise could not be awaited at all.
+    app = make_app()
+    asked: asyncio.Queue[str] = asyncio.Queue()
+
+    @app.register
+    async def approve(ctx: Context) -> str:
+        approval = ctx.promise(id=name.format(root=ctx.id), timeout=timedelta(hours=1))
+        await ctx.run(asked.put_nowait, approval.id)
+        return str(await approval)
+
+    async with app:
+        handle = app.run(f"{uid}-named", approve)
+        promise_id = await asyncio.wait_for(asked.get(), WAIT)
+        assert promise_id == name.format(root=f"{uid}-named")
+        await app.promises.resolve(promise_id, "yes")
+        assert await asyncio.wait_for(handle.result(), WAIT) == "yes"
+
+
 async def test_an_external_promise_that_times_out_raises_timed_out(make_app, uid):
     app = make_app()
 

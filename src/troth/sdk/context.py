@@ -33,6 +33,7 @@ import msgspec
 
 from troth.protocol.conventions import CANCELED_TAG, SCOPE, STEP_TAG
 from troth.protocol.ids import child_id, descends
+from troth.protocol.ids import origin as origin_of
 from troth.protocol.records import (
     BRANCH,
     ORIGIN,
@@ -560,7 +561,9 @@ class Context(Calls):
     ) -> DurableFuture[Any]:
         """A promise that something outside settles (``app.promises.resolve(p.id, ...)``).
 
-        An explicit ``id`` must extend this execution's id for the execution to await it.
+        An explicit ``id`` is the name whoever settles it uses; it may lie inside this
+        execution's tree (``f"{ctx.id}:approval"``) or anywhere else, and takes no
+        position among this context's calls.
         """
         self._guard()
         codec = self._execution.runtime.codec
@@ -674,11 +677,13 @@ class Context(Calls):
     ) -> dict[str, str]:
         """The tags of a child promise: its scope, its lineage, and the call that made it
         (for the replay check). Only a local step stays on this context's branch; an
-        explicit id outside this execution's tree starts a lineage of its own (the server
-        requires ids to extend the origin, parent and branch tags)."""
+        explicit id outside this execution's tree starts a lineage of its own, rooted where
+        the id's own origin is (the server requires ids to extend the origin, parent and
+        branch tags, and an origin to be a root id: ``x.approval:deadline`` is in
+        ``x.approval``'s tree)."""
         return {
             SCOPE: scope,
-            ORIGIN: self.origin if descends(id, self.origin) else id,
+            ORIGIN: self.origin if descends(id, self.origin) else origin_of(id),
             PARENT: self.id if descends(id, self.id) else id,
             BRANCH: id if own_branch or not descends(id, self.branch) else self.branch,
             **(call.tags() if call is not None else {}),
