@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from tests.support.servers import FAR, TrothServer
 
 pytestmark = pytest.mark.slow  # each module's servers are processes
