@@ -87,7 +87,14 @@ def troth_execution() -> list[PromiseRecord]:
     halt = record(halt_id("order", 1), "order", {SCOPE: "global"}, at=1300)
     cancel_create = cancel_request(root)
     cancel = record(cancel_create.id, "order", cancel_create.tags, state=PromiseState.PENDING)
-    return [sleep, *attempts, cancel, halt, charge, rpc, root]
+    recording = record(
+        attempt_id("order:1", 3),
+        "order:1",
+        {STEP_TAG: "attempt"},
+        state=PromiseState.PENDING,
+        at=1103,
+    )  # created, its error not yet in
+    return [sleep, *attempts, recording, cancel, halt, charge, rpc, root]
 
 
 def test_children_hang_under_their_parents_in_creation_order() -> None:
@@ -97,7 +104,7 @@ def test_children_hang_under_their_parents_in_creation_order() -> None:
         "order:cancel", "order:0", "order:1", "order:2", "order:halt1",
     ]  # fmt: skip
     charge = tree.children[2]
-    assert [c.id for c in charge.children] == ["order:1.attempt1", "order:1.attempt2"]
+    assert [c.id for c in charge.children] == [f"order:1.attempt{n}" for n in (1, 2, 3)]
 
 
 def test_each_node_says_what_it_was_created_for() -> None:
@@ -109,6 +116,7 @@ def test_each_node_says_what_it_was_created_for() -> None:
         "order:1": ("run", "charge"),
         "order:1.attempt1": ("attempt", None),
         "order:1.attempt2": ("attempt", None),
+        "order:1.attempt3": ("attempt", None),
         "order:2": ("sleep", None),
         "order:halt1": ("halt", None),
         "order:cancel": ("cancel", None),
@@ -118,7 +126,7 @@ def test_each_node_says_what_it_was_created_for() -> None:
 def test_a_retried_step_shows_its_attempts_and_last_error() -> None:
     charge = next(n for n in build("order", troth_execution()).walk() if n.id == "order:1")
     assert charge.state == PromiseState.PENDING
-    assert charge.attempts == 3  # two failed, the third waiting or running
+    assert charge.attempts == 4  # three failed (the third being recorded), the fourth next
     assert charge.last_error == "ConnectionError: card service down"
 
 

@@ -8,6 +8,7 @@
 | ``GET /health``                         | 200 while the process serves                    |
 | ``GET /ready``                          | 200 when storage answers a ping, else 503       |
 | ``/console`` and below                  | the web console (``console``), unless off       |
+| ``GET /api/executions`` and below       | the views' JSON API (``api``)                   |
 | ``GET /metrics``                        | Prometheus metrics (``metrics``), unless off    |
 | ``/promises``, ``/tasks``, ``/schedules`` and below, any verb | 410: the pre-2026 REST API |
 | anything else                           | 404, empty                                      |
@@ -26,6 +27,8 @@ import hmac
 import logging
 from urllib.parse import unquote_to_bytes
 
+from troth.server.api import PREFIX as API
+from troth.server.api import Api
 from troth.server.asgi import (
     JSON,
     TEXT,
@@ -41,8 +44,8 @@ from troth.server.asgi import (
 from troth.server.auth import Auth, Denied, bearer
 from troth.server.clock import MonotonicWallClock
 from troth.server.config import ServerConfig
-from troth.server.cors import Cors, Http, parse_origins
 from troth.server.console import Console
+from troth.server.cors import Cors, Http, parse_origins
 from troth.server.delivery import DeliveryLoop
 from troth.server.metrics import CONTENT_TYPE, ServerMetrics
 from troth.server.poll import PollHub
@@ -131,6 +134,7 @@ class App:
             if config.console
             else None
         )
+        self.api = Api(service, self.auth)
         self._loops: list[asyncio.Task[None]] = []
         origins = parse_origins(config.cors_origins)
         self._serve: Http = Cors(self._http, origins) if origins else self._http
@@ -178,6 +182,8 @@ class App:
             await self._metrics(scope, send, self.metrics)
         elif self.console is not None and (path == "/console" or path.startswith("/console/")):
             await self.console(scope, receive, send)
+        elif path == API or path.startswith(API + "/"):
+            await self.api(scope, receive, send)
         elif any(path == p or path.startswith(p + "/") for p in _LEGACY):
             await respond(send, 410, _GONE, JSON)
         else:

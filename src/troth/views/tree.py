@@ -90,8 +90,9 @@ def _node(
     failed = [c for c in children if c.kind == "attempt"]
     attempts = len(failed) + 1 if kind == "run" else None
     error = _error(record, value)
-    if error is None and record.state == PromiseState.PENDING and failed:
-        error = failed[-1].last_error
+    if error is None and record.state == PromiseState.PENDING:
+        # The newest attempt record may still be pending: it is created, then rejected.
+        error = next((a.last_error for a in reversed(failed) if a.last_error), None)
     settled = record.settled_at
     return Node(
         id=record.id,
