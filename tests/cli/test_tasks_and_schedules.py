@@ -65,3 +65,13 @@ def test_a_bad_cron_is_refused_by_the_server_as_invalid(troth, place):
     assert ran.code == 2
     assert len(ran.err.splitlines()) == 1 and "cron" in ran.err.lower()
     assert troth("schedules", "get", "bad", *place.flags).code == 5
+
+
+def test_waiting_on_a_halted_execution_is_exit_1_saying_how_to_resume_it(troth, place):
+    pending_execution(troth, place, "job-3")
+    assert troth("tasks", "halt", "job-3", *place.flags).code == 0
+    ran = troth("invoke", "nobody.fn", "--id", "job-3", "--target", "idle", "--wait",
+                *place.flags)  # fmt: skip
+    assert ran.code == 1
+    assert ran.err.startswith("troth: execution 'job-3' is halted")
+    assert "troth tasks continue job-3" in ran.err and len(ran.err.splitlines()) == 1
