@@ -12,7 +12,6 @@ from troth.protocol.records import (
     PromiseRecord,
     PromiseState,
     SettleState,
-    TaskRecord,
     TaskState,
     Value,
 )
@@ -66,8 +65,7 @@ def promise(tags: dict[str, str], param: Value = EMPTY_VALUE) -> PromiseRecord:
 
 
 def test_a_row_names_its_function_and_a_halted_task() -> None:
-    task = TaskRecord("e", TaskState.HALTED, 3, 0)
-    row = Execution.of(promise({FUNC_TAG: "checkout"}), task)
+    row = Execution.of(promise({FUNC_TAG: "checkout"}), TaskState.HALTED)
     assert (row.function, row.state, row.task) == ("checkout", "halted", TaskState.HALTED)
     official = promise({}, Codec().encode({"func": "greet", "args": []}))
     assert Execution.of(official, None).function == "greet"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from troth.protocol.conventions import FUNC_TAG
-from troth.protocol.records import PromiseRecord, PromiseState, TaskRecord, TaskState
+from troth.protocol.records import PromiseRecord, PromiseState, TaskState
 from troth.views.values import shown
 
 HALTED = "halted"
@@ -135,13 +135,12 @@ class Execution:
     settled_on: int | None
 
     @classmethod
-    def of(cls, promise: PromiseRecord, task: TaskRecord | None) -> Execution:
-        halted = task is not None and task.state == TaskState.HALTED
+    def of(cls, promise: PromiseRecord, task: TaskState | None) -> Execution:
         return cls(
             id=promise.id,
             function=function_of(promise),
-            state=HALTED if halted else promise.state.value,
-            task=task.state if task is not None else None,
+            state=HALTED if task == TaskState.HALTED else promise.state.value,
+            task=task,
             created_on=promise.created_at,
             settled_on=promise.settled_at,
         )
