@@ -1,0 +1,103 @@
+"""``troth tree ID [--watch]``: an execution's call tree in the terminal.
+
+Every promise of the execution under its parent (steps, rpc children, sleeps, awaited
+promises, detached children, failed attempts, halts, its cancel promise), each with its
+state, start and settle time, duration, attempts and last error, drawn with ``rich.tree``.
+``--watch`` redraws it every ``--interval`` seconds until the execution settles (or
+Ctrl-C). ``--json`` prints the tree as the API answers it (``troth.views.tree.to_json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from rich.console import Console, RenderableType
+from rich.live import Live
+from rich.text import Text
+from rich.tree import Tree
+
+from troth.cli import output
+from troth.cli.errors import CliError, Exit
+from troth.cli.target import Commands, Target, connected, options
+from troth.cli.views import reader
+from troth.protocol.records import PromiseState, TaskState
+from troth.views.tree import Node, to_json
+
+_STYLE = {
+    PromiseState.PENDING: "yellow",
+    PromiseState.RESOLVED: "green",
+    PromiseState.REJECTED: "red",
+    PromiseState.REJECTED_CANCELED: "magenta",
+    PromiseState.REJECTED_TIMEDOUT: "red",
+}
+
+
+def register(commands: Commands) -> None:
+    tree = commands.add_parser(
+        "tree",
+        parents=[options()],
+        help="an execution's call tree",
+        description="An execution's call tree: every child with its state, times, attempts"
+        " and last error.",
+    )
+    tree.add_argument("id", help="the execution's id")
+    tree.add_argument("--watch", action="store_true", help="follow it live until it settles")
+    tree.add_argument(
+        "--interval", type=float, default=1.0, metavar="SECONDS", help="--watch's refresh"
+    )
+    tree.set_defaults(run=connected(_tree))
+
+
+async def _tree(target: Target, args: argparse.Namespace) -> int:
+    if args.watch and args.json:
+        raise CliError("--watch draws for a terminal: leave out --json", Exit.USAGE)
+    if args.interval <= 0:
+        raise CliError(f"--interval must be positive, got {args.interval}", Exit.USAGE)
+    views = reader(target)
+    try:
+        root = await views.tree(args.id)
+        if not args.watch:
+            output.emit(args, to_json(root), lambda: draw(root))
+            return Exit.OK
+        with Live(draw(root), console=Console(), auto_refresh=False) as live:
+            while root.state == PromiseState.PENDING:
+                await asyncio.sleep(args.interval)
+                root = await views.tree(args.id)
+                live.update(draw(root), refresh=True)
+        return Exit.OK
+    finally:
+        await views.close()
+
+
+def draw(root: Node) -> Tree:
+    """The tree for the terminal: a node's kind, function, id and state on its first line,
+    its times and attempts on the second, its last error on a third."""
+    tree = Tree(_label(root), guide_style="dim")
+    _grow(tree, root)
+    return tree
+
+
+def _grow(branch: Tree, node: Node) -> None:
+    for child in node.children:
+        _grow(branch.add(_label(child)), child)
+
+
+def _label(node: Node) -> RenderableType:
+    line = Text()
+    line.append(node.kind, style="bold")
+    if node.function:
+        line.append(f" {node.function}", style="cyan")
+    line.append(f"  {node.id}  ")
+    halted = node.task == TaskState.HALTED
+    line.append(
+        "halted" if halted else node.state.value, style="red" if halted else _STYLE[node.state]
+    )
+    line.append(f"\nstarted {output.instant(node.created_on)}", style="dim")
+    if node.settled_on is not None:
+        line.append(f", took {node.duration_ms} ms", style="dim")
+    if node.attempts is not None and node.attempts > 1:
+        line.append(f", attempt {node.attempts}", style="yellow")
+    if node.last_error:
+        line.append(f"\nerror: {node.last_error}", style="red")
+    return line
