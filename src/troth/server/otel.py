@@ -1,0 +1,88 @@
+"""A span per request, made with OpenTelemetry (imported only when it is installed: the
+otel extra; ``troth.server.rpc`` asks ``request_spans`` once, at startup).
+
+The server traces when a global tracer provider is configured in its process, as
+``opentelemetry-instrument troth serve`` configures one from the ``OTEL_*`` environment
+(docs/tracing.md). A request that creates a promise whose ``param.headers`` carry a trace
+context (``traceparent``: the SDKs put the span of the rpc that creates an execution there)
+is a child of that span, so the caller's trace shows what the server did for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
+from opentelemetry.util.types import Attributes
+
+from troth.protocol.envelope import Request
+from troth.protocol.requests import (
+    Data,
+    PromiseCreateRequest,
+    TaskCreateRequest,
+    TaskFenceRequest,
+    TaskHeartbeatRequest,
+    TaskSuspendRequest,
+)
+from troth.protocol.responses import Reply
+
+KIND = "troth.kind"
+ID = "troth.id"  # the promise, task or schedule the request is about
+STATUS = "troth.status"
+BATCH = "troth.batch_size"  # the callbacks of a task.suspend, the tasks of a heartbeat
+
+
+def request_spans() -> RequestSpans | None:
+    """Spans for the configured tracer provider; None when none is configured."""
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        return None
+    return RequestSpans(provider.get_tracer("troth.server"))
+
+
+class RequestSpans:
+    def __init__(self, tracer: Tracer) -> None:
+        self._tracer = tracer
+
+    async def traced(
+        self, request: Request, run: Callable[[Request], Awaitable[Reply]]
+    ) -> Reply:
+        """``run(request)`` inside the request's span."""
+        data = request.data
+        attributes: Attributes = {KIND: request.kind.value, **_about(data)}
+        created = _created(data)
+        headers = created.param.headers if created is not None else None
+        parent = propagate.extract(headers) if headers else None
+        with self._tracer.start_as_current_span(
+            request.kind.value, parent, SpanKind.SERVER, attributes
+        ) as span:
+            reply = await run(request)
+            span.set_attribute(STATUS, reply.status)
+            if reply.status >= 500:
+                span.set_status(Status(StatusCode.ERROR, str(reply.body)))
+            return reply
+
+
+def _created(data: Data) -> PromiseCreateRequest | None:
+    """The promise a request creates, if it creates one."""
+    if isinstance(data, PromiseCreateRequest):
+        return data
+    if isinstance(data, TaskCreateRequest):
+        return data.action.data
+    if isinstance(data, TaskFenceRequest) and isinstance(data.action.data, PromiseCreateRequest):
+        return data.action.data
+    return None
+
+
+def _about(data: Data) -> dict[str, str | int]:
+    """The id the request is about, and its batch size where it carries a batch."""
+    if isinstance(data, TaskSuspendRequest):
+        return {ID: data.id, BATCH: len(data.actions)}
+    if isinstance(data, TaskHeartbeatRequest):
+        return {BATCH: len(data.tasks)}
+    created = _created(data)
+    id = created.id if created is not None else getattr(data, "id", None)
+    if id is None:
+        id = getattr(data, "awaited", None)  # a callback or a listener: the awaited promise
+    return {ID: id} if isinstance(id, str) else {}
