@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.servers import FAR, TrothServer
+from tests.support.servers import BACKENDS, FAR, TrothServer, serve
 
 pytestmark = pytest.mark.slow  # each module's servers are processes
 
@@ -47,7 +47,7 @@ class Visitor:
         self.http = httpx.Client(base_url=server.url, timeout=10)
 
     def get(self, path: str, **params: str) -> httpx.Response:
-        return self.http.get(path, params=params)
+        return self.http.get(path, params=params or None)  # {} would drop path's own query
 
     @property
     def csrf(self) -> str:
@@ -92,6 +92,38 @@ def test_the_pages_show_executions_and_their_trees(
     assert 'data-live="true"' in page.text  # pending: the script keeps it current
     assert visitor.get("/console/execution/live", id="order-1").text.startswith("<div data-live")
     assert "Cancel execution" in page.text
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_console_reads_and_acts_on_either_backend(backend: str, tmp_path: Path) -> None:
+    with serve(backend, tmp_path) as server:
+        execution(server, "pg-1", "refund", cents=5)
+        server.create_promise("pg-1:approval", tags={"resonate:origin": "pg-1",
+                              "resonate:parent": "pg-1", "troth:step": "promise"})  # fmt: skip
+        visitor = Visitor(server)
+        assert "pg-1" in visitor.get("/console", state="pending").text
+        page = visitor.get("/console/execution", id="pg-1").text
+        assert "pg-1:approval" in page and "Resolve" in page
+        done = visitor.post(
+            "/console/actions/resolve", id="pg-1:approval", value="true", confirmed="yes"
+        )
+        assert done.status_code == 303
+        assert done.headers["location"] == "/console/execution?id=pg-1"
+        assert promise_state(server, "pg-1:approval") == "resolved"
+
+
+def test_the_list_pages_through_executions(open_server: TrothServer, visitor: Visitor) -> None:
+    for n in range(55):
+        execution(open_server, f"bulk-{n:02}", "bulk")
+    first = visitor.get("/console", function="bulk").text
+    assert first.count("<tr>") == 1 + 50  # the head row, then a full page, newest first
+    assert "bulk-54" in first and "bulk-04" not in first
+    link = re.search(r'<a class="next" href="([^"]+)"', first)
+    assert link is not None
+    second = visitor.get(link.group(1).replace("&amp;", "&")).text
+    assert second.count("<tr>") == 1 + 5
+    assert "bulk-04" in second and "bulk-54" not in second
+    assert 'class="next"' not in second
 
 
 def test_search_filters_by_function_and_names_a_bad_field(

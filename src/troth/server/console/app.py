@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import secrets
 from importlib.resources import files
 from urllib.parse import parse_qs
 
@@ -26,7 +27,7 @@ from troth.server.auth import Auth, Denied, Grant
 from troth.server.console import forms
 from troth.server.console.calls import Calls
 from troth.server.console.markup import Html
-from troth.server.console.pages import Page, halt_reason
+from troth.server.console.pages import Page, after, halt_reason
 from troth.server.console.session import Visitor, login_cookie, logout_cookie, visitor
 from troth.server.rpc import Rpc
 from troth.storage.service import Views
@@ -104,6 +105,11 @@ class Console:
             status, body = e.status, page.message("Forbidden", "This token may not see this.")
         except forms.Invalid as e:
             status, body = 400, page.message("Bad request", str(e))
+        except Exception:  # storage failing: say so, and leave the details to the log
+            error = secrets.token_hex(6)
+            log.exception("console page %s failed [error %s]", path, error)
+            text = f"The page could not be read (error {error}: see the server log)."
+            status, body = 500, page.message("Internal error", text)
         await _page(send, status, body, you)
 
     def _grant(self, you: Visitor) -> Grant | None:
@@ -131,12 +137,12 @@ class Console:
             return 200, page.live(root) if path == "/execution/live" else page.execution(root)
         if path == "/halted":
             _unscoped(grant)
-            reply = await self._calls(
-                Kind.TASK_SEARCH, TaskSearchRequest(TaskState.HALTED, _PAGE_SIZE), you.token
-            )
-            tasks = reply.body.tasks if isinstance(reply.body, TaskSearchResponse) else []
-            rows = [(t, halt_reason(build(t.id, await self._views.family(t.id)))) for t in tasks]
-            return 200, page.halted(rows)
+            halted = TaskSearchRequest(TaskState.HALTED, _PAGE_SIZE, query.get("cursor") or None)
+            reply = await self._calls(Kind.TASK_SEARCH, halted, you.token)
+            if not isinstance(reply.body, TaskSearchResponse):
+                return reply.status, page.message("Cannot list halted tasks", str(reply.body))
+            rows = [(task, await self._halt_reason(task.id)) for task in reply.body.tasks]
+            return 200, page.halted(rows, reply.body.cursor)
         if path == "/schedules":
             _unscoped(grant)
             reply = await self._calls(
@@ -148,6 +154,10 @@ class Console:
                 return reply.status, page.message("Cannot list schedules", str(reply.body))
             return 200, page.schedules(reply.body.schedules, reply.body.cursor)
         return 404, page.message("Not found", "The console has no such page.", "/console")
+
+    async def _halt_reason(self, id: str) -> str | None:
+        records = await self._views.family(id)
+        return halt_reason(build(id, records)) if records else None
 
     async def _task(self, id: str, token: str | None) -> TaskRecord | None:
         reply = await self._calls(Kind.TASK_GET, TaskGetRequest(id), token)
@@ -185,7 +195,7 @@ class Console:
             return
         replies = await self._send(verb, id, value, you.token)
         failed = next((r for r in replies if r.status not in (200, 300)), None)
-        back = page_of(id)
+        back = after(id)
         if failed is not None:
             text = f"{verb} {id} was refused ({failed.status}): {failed.body}"
             await _page(send, failed.status, page.message("Not done", text, back), you)
@@ -253,11 +263,6 @@ class Console:
 
 _ACTIONS = ("continue", "cancel", "resolve", "reject")
 _CANCEL_REASON = "canceled from the console"
-
-
-def page_of(id: str) -> str:
-    """Where to go after acting on ``id``: the page of its execution."""
-    return forms.execution_url(id)
 
 
 def _unscoped(grant: Grant | None) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from urllib.parse import urlencode
 
 from troth.views.executions import ExecutionQuery, QueryError
 
@@ -49,10 +48,6 @@ def token(raw: str) -> str:
     if not _TOKEN.fullmatch(raw):
         raise Invalid("token: expected letters, digits and -._~+/ (then = padding)")
     return raw
-
-
-def execution_url(id: str) -> str:
-    return "/console/execution?" + urlencode({"id": id})
 
 
 def _instant(fields: dict[str, str], name: str) -> int | None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
+from troth.protocol.ids import origin
 from troth.protocol.records import PromiseState, Schedule, TaskRecord, TaskState
 from troth.server.console.markup import Html, html, join
 from troth.server.console.session import CSRF_FIELD
@@ -167,7 +168,9 @@ class Page:
             children=children,
         )
 
-    def halted(self, rows: Sequence[tuple[TaskRecord, str | None]]) -> Html:
+    def halted(
+        self, rows: Sequence[tuple[TaskRecord, str | None]], next_cursor: str | None
+    ) -> Html:
         if not rows:
             table = html('<p class="empty">No halted execution.</p>')
         else:
@@ -188,8 +191,9 @@ class Page:
             )
         body = html(
             "<h1>Halted executions</h1><p>A halted execution waits for code that matches"
-            " its history; deploy the fix, then continue it.</p>{}",
+            " its history; deploy the fix, then continue it.</p>{}{}",
             table,
+            _more("/console/halted", next_cursor),
         )
         return self.layout("Halted", body, current="halted")
 
@@ -214,15 +218,8 @@ class Page:
                     for s in schedules
                 ),
             )
-        more = (
-            html('<a class="next" href="{}">Next page</a>',
-                 "/console/schedules?" + urlencode({"cursor": next_cursor}))
-            if next_cursor
-            else Html("")
-        )  # fmt: skip
-        return self.layout(
-            "Schedules", html("<h1>Schedules</h1>{}{}", table, more), current="schedules"
-        )
+        body = html("<h1>Schedules</h1>{}{}", table, _more("/console/schedules", next_cursor))
+        return self.layout("Schedules", body, current="schedules")
 
     def confirm(self, verb: str, id: str, value: str | None) -> Html:
         extra = (
@@ -235,7 +232,7 @@ class Page:
             '<input type="hidden" name="id" value="{}"><input type="hidden" name="confirmed"'
             ' value="yes">{}<button type="submit" class="{}" autofocus>Yes, {}</button> '
             '<a href="{}">No, go back</a>',
-            id, extra, verb, _VERBS[verb], _back(id),
+            id, extra, verb, _VERBS[verb], after(id),
         )  # fmt: skip
         body = html(
             "<h1>{} <code>{}</code>?</h1><p>{}</p>{}",
@@ -340,11 +337,16 @@ def _executions_table(rows: Sequence[Execution]) -> Html:
 
 
 def _next_link(path: str, query: ExecutionQuery, cursor: Cursor | None) -> Html:
-    if cursor is None:
-        return Html("")
     params = {k: v for k, v in _params(query).items() if v}
-    params["cursor"] = str(cursor)
-    return html('<a class="next" href="{}">Next page</a>', f"{path}?{urlencode(params)}")
+    return _more(path, None if cursor is None else str(cursor), params)
+
+
+def _more(path: str, cursor: str | None, params: dict[str, str] | None = None) -> Html:
+    """The link to the next page of a list, if there is one."""
+    if cursor is None:
+        return NOTHING
+    query = urlencode({**(params or {}), "cursor": cursor})
+    return html('<a class="next" href="{}">Next page</a>', f"{path}?{query}")
 
 
 def _params(query: ExecutionQuery) -> dict[str, str]:
@@ -371,13 +373,17 @@ def _summary(root: Node) -> Html:
     )
 
 
+def execution_url(id: str) -> str:
+    return "/console/execution?" + urlencode({"id": id})
+
+
+def after(id: str) -> str:
+    """Where an action on promise ``id`` leads back to: its execution's page."""
+    return execution_url(origin(id))
+
+
 def _execution_link(id: str) -> Html:
-    return html('<a href="{}"><code>{}</code></a>', "/console/execution?" + urlencode({"id": id}),
-                id)  # fmt: skip
-
-
-def _back(id: str) -> str:
-    return "/console/execution?" + urlencode({"id": id.split(":", 1)[0]})
+    return html('<a href="{}"><code>{}</code></a>', execution_url(id), id)
 
 
 def _state_badge(state: object) -> Html:
