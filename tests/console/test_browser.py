@@ -202,3 +202,46 @@ def test_an_operator_watches_and_steers_three_executions(
     expect(page.locator("main table")).to_contain_text("nightly-report")
     expect(page.locator("main table")).to_contain_text("0 2 * * *")
     page.screenshot(path=artifacts / "console-schedules.png", full_page=True)
+
+
+def test_hostile_values_stay_text_and_an_action_works_from_the_keyboard(
+    tmp_path: Path, page: Any
+) -> None:
+    hostile = '<img src=x onerror="alert(1)">'
+    server = TrothServer(tmp_path / "server.db", tmp_path / "server.log").start()
+    try:
+        id = f"order{hostile}"
+        tags = {"resonate:origin": id, "resonate:parent": id, "resonate:branch": id}
+        target = {"resonate:target": "poll://any@nobody"}  # a task: an execution nobody runs
+        server.create_promise(id, tags={**tags, **target, "troth:func": hostile})
+        approval = f"{id}:approval"
+        server.create_promise(approval, tags={**tags, "troth:step": "promise"})
+        dialogs: list[str] = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+        page.goto(f"{server.url}/console")
+        expect(page.locator("main table")).to_contain_text(hostile)  # shown as text
+        page.get_by_role("link", name=id).click()
+        expect(page.locator("h1")).to_contain_text(id)
+        assert page.locator("main img").count() == 0
+        assert dialogs == []
+
+        # Keyboard only: the skip link first, then open the promise's details and resolve it.
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+        node = page.locator(f"li.node[data-id='{approval}']")
+        node.locator("> details > summary").focus()
+        page.keyboard.press("Enter")
+        page.keyboard.press("Tab")  # the value field of Resolve
+        page.keyboard.press("ControlOrMeta+a")
+        page.keyboard.type('{"approved": true}')
+        page.keyboard.press("Enter")  # submits Resolve: the confirmation page, its Yes focused
+        expect(page.locator("h1")).to_contain_text("Resolve")
+        page.keyboard.press("Enter")
+        expect(page.locator(f"li.node[data-id='{approval}']")).to_have_class(
+            re.compile("state-resolved")
+        )
+        assert server.ok("promise.get", {"id": approval})["promise"]["state"] == "resolved"
+        assert dialogs == []
+    finally:
+        server.close()
