@@ -49,6 +49,7 @@ from troth.sdk.context import Context
 from troth.sdk.errors import FunctionNotFoundError, IdempotencyConflictError, ServerError
 from troth.sdk.execution import Runtime, SettledCache
 from troth.sdk.leases import Leases
+from troth.sdk.metrics import measure
 from troth.sdk.network import Network, action_head, anycast, new_pid, target_address
 from troth.sdk.options import (
     DeadlineSource,
@@ -66,6 +67,7 @@ from troth.sdk.worker import Worker
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +163,7 @@ class Troth(Starts):
         max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
         default_timeout: timedelta | None = None,
         tracer: Tracer | None = None,
+        metrics: CollectorRegistry | None = None,
     ) -> None:
         # Unset arguments come from the environment, as every example and ``troth worker``
         # set them: TROTH_URL (a server; else embedded), TROTH_GROUP, TROTH_DB, TROTH_TOKEN.
@@ -187,6 +190,8 @@ class Troth(Starts):
         # OpenTelemetry (docs/tracing.md): spans go to this tracer; without one, to the
         # global tracer provider's if one is configured when the runtime is made.
         self.tracer = tracer
+        # Prometheus (docs/sdk.md#metrics): counted into this registry, if given.
+        self.metrics = measure(metrics)
         self._app = self
         self._opts = Options()
         self.codec = codec or Codec(encryptor=encryptor, max_value_bytes=max_value_bytes)
@@ -259,6 +264,7 @@ class Troth(Starts):
                 Leases(self.clock, ttl_ms=self.ttl_ms),
                 default_timeout=self.default_timeout,
                 tracing=choose(self.tracer),
+                metrics=self.metrics,
             )
         return self._runtime
 

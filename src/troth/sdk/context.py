@@ -397,6 +397,7 @@ class Context(Calls):
         execution.check(record, step.call)
         if record.state != PromiseState.PENDING:
             execution.runtime.tracing.replayed(record)
+            execution.runtime.metrics.replayed(execution)
             return record
         if CANCELED_TAG in record.tags:
             return await self._refuse(record)
@@ -454,7 +455,10 @@ class Context(Calls):
                         attempt=attempt,
                         shielded=step.shielded,
                     )
-                with runtime.tracing.step(record.id, step.call.step, attempt):
+                with (
+                    runtime.tracing.step(record.id, step.call.step, attempt),
+                    runtime.metrics.step(step.call.step),
+                ):
                     result = await invoke(runtime, step.fn, child, step.args, step.kwargs)
                 return SettleState.RESOLVED, runtime.codec.encode(result)
             except ExecutionSignal:
@@ -466,6 +470,7 @@ class Context(Calls):
             wait = self._retry(step, attempt, error, record)
             if wait is None:
                 return SettleState.REJECTED, encode_error(runtime.codec, error)
+            runtime.metrics.retried(step.call.step)
             log.info(
                 "step %s failed (attempt %d: %r); retrying in %.3g s",
                 record.id,
@@ -607,6 +612,7 @@ class Context(Calls):
                     record = await execution.create(made)
             else:
                 execution.runtime.tracing.replayed(record)
+                execution.runtime.metrics.replayed(execution)
             execution.check(record, call)
             if record.state == PromiseState.PENDING:
                 record = await self._pending(record, call.kind, shielded)

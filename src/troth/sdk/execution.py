@@ -56,6 +56,7 @@ from troth.sdk.errors import (
     UnstorableValueError,
 )
 from troth.sdk.leases import HeldTask, Leases
+from troth.sdk.metrics import UNMEASURED, Metrics
 from troth.sdk.network import Network, action_head, unicast
 from troth.sdk.registry import Registry
 from troth.sdk.replay import Call
@@ -106,6 +107,8 @@ class Runtime:
     default_timeout: timedelta | None = None
     # Spans of runs, steps and rpcs (``troth.sdk.tracing``), chosen once per app.
     tracing: Tracing = UNTRACED
+    # Counts of runs and steps (``troth.sdk.metrics``), opt-in: ``Troth(metrics=...)``.
+    metrics: Metrics = UNMEASURED
     # Set when the worker stops: no durable call starts and every wait ends (see
     # ``Execution.refuse`` and ``Execution.pause``).
     stopping: asyncio.Event = field(default_factory=asyncio.Event)

@@ -274,9 +274,14 @@ class Worker:
             return
         execution = await self._resume(drive, preload)
         while execution is not None and self.leases.drives(task):  # else a newer run drives it
-            tracing = self.runtime.tracing
-            with tracing.execution(root, drive.entry.name, task.version, drive.attempt):
-                outcome = await execution.run(drive.main(execution))
+            tracing, metrics = self.runtime.tracing, self.runtime.metrics
+            metrics.run_started(execution, drive.entry.name)
+            outcome: Outcome | None = None
+            try:
+                with tracing.execution(root, drive.entry.name, task.version, drive.attempt):
+                    outcome = await execution.run(drive.main(execution))
+            finally:
+                metrics.run_finished(execution, outcome)
             execution = await self._after(drive, execution, outcome)
 
     async def _after(

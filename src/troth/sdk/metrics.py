@@ -1,0 +1,151 @@
+"""The SDK's Prometheus metrics, opt-in: ``Troth(metrics=registry)`` (docs/sdk.md#metrics).
+
+An app given a ``prometheus_client.CollectorRegistry`` counts its runs, step attempts and
+retries, and times its steps and replays, in that registry; the app's process serves it as
+it likes (``prometheus_client.start_http_server(port, registry=registry)``). Without one
+the app gets ``UNMEASURED``, whose hooks do nothing, and prometheus-client is never
+imported: the choice is made once per app, as for tracing (``troth.sdk.tracing``).
+
+What is counted:
+
+- a **run** is one run of an execution's function on a worker, from its first line: the
+  first, and each resume after a suspension, a retry or a crash. It ends ``completed``
+  (the function returned), ``failed`` (it raised; the retry policy decides what follows),
+  ``suspended`` (it awaits a remote promise), ``rerun`` (canceled while running), ``aborted``
+  (its lease was lost, it was halted or the worker stopped) or ``error`` (the worker could
+  not finish it, the server unreachable);
+- the **replay time** of a run that answered calls from their records: from its start to
+  the last call so answered, the time spent catching up with its history;
+- each **attempt** of a local step, timed, ``ok``, ``failed`` or ``interrupted`` (its run
+  stopped under it), and each **retry** the step's policy grants.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+# A run's outcome by the type of what ended it (``troth.sdk.execution``), named for people.
+_OUTCOMES = {
+    "Done": "completed",
+    "Failed": "failed",
+    "Suspend": "suspended",
+    "Rerun": "rerun",
+    "Abort": "aborted",
+}
+
+
+class Metrics:
+    """The hooks, as ``UNMEASURED`` answers them: nothing is counted."""
+
+    def run_started(self, execution: object, function: str) -> None:
+        """A run of ``execution`` (of ``function``) starts."""
+
+    def run_finished(self, execution: object, outcome: object | None) -> None:
+        """The run of ``execution`` ended with ``outcome`` (None: it raised)."""
+
+    def replayed(self, execution: object) -> None:
+        """A call of ``execution``'s run was answered from its settled record."""
+
+    def step(self, step: str) -> contextlib.AbstractContextManager[None]:
+        """Around one attempt of a local step (``step`` as the replay check names it:
+        ``run:charge``)."""
+        return contextlib.nullcontext()
+
+    def retried(self, step: str) -> None:
+        """The retry policy granted ``step`` another attempt."""
+
+
+UNMEASURED = Metrics()
+
+
+class PrometheusMetrics(Metrics):
+    """The hooks, counting into ``registry``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        from prometheus_client import Counter, Histogram
+
+        self._started = Counter(
+            "troth_sdk_runs_started_total",
+            "Runs of executions started on this worker, by function",
+            ["function"],
+            registry=registry,
+        )
+        self._finished = Counter(
+            "troth_sdk_runs_finished_total",
+            "Runs of executions ended, by function and outcome",
+            ["function", "outcome"],
+            registry=registry,
+        )
+        self._replay = Histogram(
+            "troth_sdk_replay_seconds",
+            "Time a run spent answering calls from their records before new work",
+            ["function"],
+            registry=registry,
+        )
+        self._attempts = Counter(
+            "troth_sdk_step_attempts_total",
+            "Attempts of local steps, by step and outcome (ok, failed, interrupted)",
+            ["step", "outcome"],
+            registry=registry,
+        )
+        self._retries = Counter(
+            "troth_sdk_step_retries_total",
+            "Retries of local steps granted by their retry policy",
+            ["step"],
+            registry=registry,
+        )
+        self._latency = Histogram(
+            "troth_sdk_step_seconds",
+            "Time of one attempt of a local step",
+            ["step"],
+            registry=registry,
+        )
+        # Each run in progress: its function, its start, its last replayed call.
+        self._runs: dict[int, tuple[str, float, float | None]] = {}
+
+    def run_started(self, execution: object, function: str) -> None:
+        self._started.labels(function).inc()
+        self._runs[id(execution)] = (function, time.perf_counter(), None)
+
+    def run_finished(self, execution: object, outcome: object | None) -> None:
+        run = self._runs.pop(id(execution), None)
+        if run is None:
+            return
+        function, started, replayed = run
+        label = "error" if outcome is None else _OUTCOMES.get(type(outcome).__name__, "error")
+        self._finished.labels(function, label).inc()
+        if replayed is not None:
+            self._replay.labels(function).observe(replayed - started)
+
+    def replayed(self, execution: object) -> None:
+        run = self._runs.get(id(execution))
+        if run is not None:
+            self._runs[id(execution)] = (run[0], run[1], time.perf_counter())
+
+    @contextlib.contextmanager
+    def step(self, step: str) -> Iterator[None]:
+        started = time.perf_counter()
+        outcome = "interrupted"
+        try:
+            yield
+            outcome = "ok"
+        except Exception:
+            outcome = "failed"
+            raise
+        finally:
+            self._latency.labels(step).observe(time.perf_counter() - started)
+            self._attempts.labels(step, outcome).inc()
+
+    def retried(self, step: str) -> None:
+        self._retries.labels(step).inc()
+
+
+def measure(registry: Any = None) -> Metrics:
+    """The app's metrics: counted into ``registry`` when given, else ``UNMEASURED``."""
+    return UNMEASURED if registry is None else PrometheusMetrics(registry)
