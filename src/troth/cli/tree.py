@@ -12,9 +12,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from rich.console import Console, RenderableType
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.live import Live
-from rich.text import Text
+from rich.segment import Segment
+from rich.style import Style
 from rich.tree import Tree
 
 from troth.cli import output
@@ -24,13 +25,15 @@ from troth.cli.views import reader
 from troth.protocol.records import PromiseState, TaskState
 from troth.views.tree import Node, to_json
 
-_STYLE = {
-    PromiseState.PENDING: "yellow",
-    PromiseState.RESOLVED: "green",
-    PromiseState.REJECTED: "red",
-    PromiseState.REJECTED_CANCELED: "magenta",
-    PromiseState.REJECTED_TIMEDOUT: "red",
+_STATES = {
+    PromiseState.PENDING: Style(color="yellow"),
+    PromiseState.RESOLVED: Style(color="green"),
+    PromiseState.REJECTED: Style(color="red"),
+    PromiseState.REJECTED_CANCELED: Style(color="magenta"),
+    PromiseState.REJECTED_TIMEDOUT: Style(color="red"),
 }
+_BOLD, _FUNCTION, _DIM = Style(bold=True), Style(color="cyan"), Style(dim=True)
+_NEWLINE = Segment.line()
 
 
 def register(commands: Commands) -> None:
@@ -58,7 +61,7 @@ async def _tree(target: Target, args: argparse.Namespace) -> int:
     try:
         root = await views.tree(args.id)
         if not args.watch:
-            output.emit(args, to_json(root), lambda: draw(root))
+            output.emit(args, to_json(root) if args.json else None, lambda: draw(root))
             return Exit.OK
         with Live(draw(root), console=Console(), auto_refresh=False) as live:
             while root.state == PromiseState.PENDING:
@@ -83,21 +86,35 @@ def _grow(branch: Tree, node: Node) -> None:
         _grow(branch.add(_label(child)), child)
 
 
-def _label(node: Node) -> RenderableType:
-    line = Text()
-    line.append(node.kind, style="bold")
-    if node.function:
-        line.append(f" {node.function}", style="cyan")
-    line.append(f"  {node.id}  ")
+class _Label:
+    """A node's lines as ready segments. rich would measure and wrap a ``Text`` label for
+    every node, most of the cost of drawing a large tree; these lines are cut at the
+    terminal's edge instead."""
+
+    def __init__(self, segments: list[Segment]) -> None:
+        self.segments = segments
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        return self.segments
+
+
+def _label(node: Node) -> _Label:
     halted = node.task == TaskState.HALTED
+    line = [Segment(node.kind, _BOLD)]
+    if node.function:
+        line.append(Segment(f" {node.function}", _FUNCTION))
+    line.append(Segment(f"  {node.id}  "))
     line.append(
-        "halted" if halted else node.state.value, style="red" if halted else _STYLE[node.state]
+        Segment("halted", _STATES[PromiseState.REJECTED])
+        if halted
+        else Segment(node.state.value, _STATES[node.state])
     )
-    line.append(f"\nstarted {output.instant(node.created_on)}", style="dim")
+    times = f"started {output.instant(node.created_on)}"
     if node.settled_on is not None:
-        line.append(f", took {node.duration_ms} ms", style="dim")
+        times += f", took {node.duration_ms} ms"
+    line += [_NEWLINE, Segment(times, _DIM)]
     if node.attempts is not None and node.attempts > 1:
-        line.append(f", attempt {node.attempts}", style="yellow")
+        line.append(Segment(f", attempt {node.attempts}", _STATES[PromiseState.PENDING]))
     if node.last_error:
-        line.append(f"\nerror: {node.last_error}", style="red")
-    return line
+        line += [_NEWLINE, Segment(f"error: {node.last_error}", _STATES[PromiseState.REJECTED])]
+    return _Label(line)
