@@ -28,7 +28,7 @@ from troth.server.console import forms
 from troth.server.console.calls import Calls
 from troth.server.console.markup import Html
 from troth.server.console.pages import Page, after, halt_reason
-from troth.server.console.session import Visitor, login_cookie, logout_cookie, visitor
+from troth.server.console.session import Visitor, visitor
 from troth.server.rpc import Rpc
 from troth.storage.service import Views
 from troth.views import actions
@@ -240,7 +240,7 @@ class Console:
             await _page(send, 401, page.login("This token is not accepted."), you)
             return
         await respond(
-            send, 303, extra=[(b"location", b"/console"), login_cookie(token), *you.cookies()]
+            send, 303, extra=[(b"location", b"/console"), you.login_cookie(token), *you.cookies()]
         )
 
     async def _logout(
@@ -250,7 +250,7 @@ class Console:
         if form is None or you.forged(scope, form):
             await _page(send, 403, page.message("Forbidden", "Reload the page first."), you)
             return
-        await respond(send, 303, extra=[(b"location", b"/console/login"), logout_cookie()])
+        await respond(send, 303, extra=[(b"location", b"/console/login"), you.logout_cookie()])
 
     async def _static(self, name: str, method: str, send: Send) -> None:
         kind = _STATIC.get(name)

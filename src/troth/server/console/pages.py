@@ -249,7 +249,7 @@ class Page:
         return self.layout(title, body)
 
     def login(self, problem: str | None = None) -> Html:
-        alert = html('<p role="alert" class="error">{}</p>', problem) if problem else Html("")
+        alert = html('<p role="alert" class="alert">{}</p>', problem) if problem else Html("")
         inner = html(
             '<label for="token">Token</label> <input id="token" name="token" type="password"'
             ' autocomplete="current-password" required autofocus> '

@@ -35,16 +35,24 @@ PATH = "/console"
 
 @dataclass(frozen=True)
 class Visitor:
-    """One request's browser: its console token (``None``: not logged in) and its CSRF
-    token (``new``: made for this response, to be set as a cookie)."""
+    """One request's browser: its console token (``None``: not logged in), its CSRF
+    token (``new``: made for this response, to be set as a cookie), and whether it came
+    over HTTPS (then its cookies are ``Secure``)."""
 
     token: str | None
     csrf: str
     new: bool
+    secure: bool
 
     def cookies(self) -> list[tuple[bytes, bytes]]:
         """The ``Set-Cookie`` headers a page sends: the CSRF cookie when it is new."""
-        return [_set_cookie(CSRF_COOKIE, self.csrf)] if self.new else []
+        return [_set_cookie(CSRF_COOKIE, self.csrf, self.secure)] if self.new else []
+
+    def login_cookie(self, token: str) -> tuple[bytes, bytes]:
+        return _set_cookie(TOKEN_COOKIE, token, self.secure)
+
+    def logout_cookie(self) -> tuple[bytes, bytes]:
+        return _set_cookie(TOKEN_COOKIE, "", self.secure, max_age=0)
 
     def forged(self, scope: Scope, form: dict[str, str]) -> bool:
         """Whether a post must be refused as not coming from one of this server's pages."""
@@ -68,21 +76,18 @@ def visitor(scope: Scope) -> Visitor:
             jar = SimpleCookie()
     token = jar[TOKEN_COOKIE].value if TOKEN_COOKIE in jar else None
     csrf = jar[CSRF_COOKIE].value if CSRF_COOKIE in jar else ""
+    secure = scope.get("scheme") == "https"
     if len(csrf) < 32:
-        return Visitor(token or None, secrets.token_urlsafe(32), new=True)
-    return Visitor(token or None, csrf, new=False)
+        return Visitor(token or None, secrets.token_urlsafe(32), new=True, secure=secure)
+    return Visitor(token or None, csrf, new=False, secure=secure)
 
 
-def login_cookie(token: str) -> tuple[bytes, bytes]:
-    return _set_cookie(TOKEN_COOKIE, token)
-
-
-def logout_cookie() -> tuple[bytes, bytes]:
-    return _set_cookie(TOKEN_COOKIE, "", max_age=0)
-
-
-def _set_cookie(name: str, value: str, max_age: int | None = None) -> tuple[bytes, bytes]:
+def _set_cookie(
+    name: str, value: str, secure: bool, max_age: int | None = None
+) -> tuple[bytes, bytes]:
     cookie = f"{name}={value}; Path={PATH}; HttpOnly; SameSite=Strict"
+    if secure:
+        cookie += "; Secure"
     if max_age is not None:
         cookie += f"; Max-Age={max_age}"
     return b"set-cookie", cookie.encode("latin-1")
