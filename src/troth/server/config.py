@@ -20,6 +20,8 @@ from typing import Any
 
 from troth.server.targets import PushAllowList
 
+LOG_FORMATS = ("text", "json")
+
 
 def _setting(default: Any, help: str) -> Any:
     return field(default=default, metadata={"help": help})
@@ -159,9 +161,23 @@ class ServerConfig:
 
     shutdown_timeout: int = _setting(10000, "ms to finish in-flight requests on SIGTERM/SIGINT")
     log_level: str = _setting("info", "debug, info, warning or error")
+    log_format: str = _setting(
+        "text",
+        "text (time level logger: message) or json (one object per line, the ids as fields);"
+        " uvicorn's lines too (docs/logging.md)",
+    )
+    access_log: bool = _setting(
+        False,
+        "log every HTTP request at INFO (method, path, kind, ids, status, duration); on at"
+        " --log-level debug",
+    )
 
     def __post_init__(self) -> None:
         PushAllowList(self.push_allow)  # a bad entry stops the server at startup, named
+        if self.log_format not in LOG_FORMATS:
+            raise ValueError(
+                f"log format {self.log_format!r} is not one of {', '.join(LOG_FORMATS)}"
+            )
 
     @property
     def authenticates(self) -> bool:

@@ -46,6 +46,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from troth.protocol.messages import Execute, MessageHead
+from troth.protocol.subjects import message_ids
 from troth.server.transport import Transport
 from troth.storage.service import Delivery, Outbox
 
@@ -239,7 +240,14 @@ class DeliveryLoop:
                     self._metrics.message(transport.name, "enqueued", delivery.message.kind)
             undeliverable += await transport.offer(offered)
         for delivery in undeliverable:
-            log.warning("dropping message to undeliverable address %r", delivery.address)
+            ids = message_ids(delivery.message)
+            log.warning(
+                "dropping the %s of %s to undeliverable address %r",
+                delivery.message.kind,
+                next(iter(ids.values())),
+                delivery.address,
+                extra=ids,
+            )
             if self._metrics is not None:
                 self._metrics.dropped()
             self._remove(delivery)

@@ -30,6 +30,7 @@ from troth.protocol.requests import DebugTickRequest
 from troth.protocol.responses import EMPTY, Reply
 from troth.server.auth import Auth, Denied
 from troth.server.clock import MonotonicWallClock
+from troth.server.logs import serving
 from troth.server.targets import PushAllowList, door_refusal
 from troth.storage.service import Retriable, Service
 from troth.storage.timeouts_loop import TimeoutsLoop
@@ -84,6 +85,7 @@ class Rpc:
                 grant.admit_kind(envelope.kind)
             admit = None if grant is None else grant.admit
             request = decode_data(envelope, admit)
+            serving(request)  # the lines logged from here on carry its ids
         except BadRequest as e:
             return e.kind, e.status, encode_response(e.kind, e.corr_id, e.reply())
         except Denied as e:

@@ -13,19 +13,22 @@ import contextlib
 import ipaddress
 import logging
 import signal
+import socket
 import sqlite3
-import sys
 from collections.abc import Callable, Generator
 from typing import Any
 
 import uvicorn
 
 from troth.engine.timeouts import CatchUp
+from troth.server import logs
+from troth.server.access import AccessLog
 from troth.server.app import App
 from troth.server.auth import UNSIGNED, AuthConfigError
 from troth.server.config import ServerConfig
 from troth.server.connections import ConnectionGuard
 from troth.server.ratelimit import RateLimit
+from troth.server.sockets import CannotListen, listen
 from troth.storage.service import Service
 from troth.storage.sqlite.liveness import FileInUseError
 
@@ -58,27 +61,43 @@ def is_postgres(db: str) -> bool:
     return db.startswith(("postgres://", "postgresql://"))
 
 
+class StorageUnavailable(Exception):
+    """The database cannot be opened; the message says why, without a password."""
+
+
 def open_storage(config: ServerConfig) -> Service:
     """PostgreSQL for a ``postgres(ql)://`` URL (several servers may share it), else the
-    SQLite file ``config.db`` (one server owns it)."""
+    SQLite file ``config.db`` (one server owns it). Raises ``StorageUnavailable`` when the
+    database cannot be opened (``FileInUseError`` when another process owns the file)."""
     catch_up = CatchUp(window=config.schedule_catchup_window or None)
     if not is_postgres(config.db):
         from troth.storage.sqlite import SqliteService
+        from troth.storage.sqlite.unopenable import why_unopenable
 
-        return SqliteService(
-            config.db,
-            retry_timeout=config.tasks_retry_timeout,
-            owner="server",
-            catch_up=catch_up,
-        )
+        try:
+            return SqliteService(
+                config.db,
+                retry_timeout=config.tasks_retry_timeout,
+                owner="server",
+                catch_up=catch_up,
+            )
+        except (OSError, sqlite3.Error) as e:
+            raise StorageUnavailable(why_unopenable(config.db, e)) from e
+    import psycopg
+
     from troth.storage.postgres import PostgresService
 
-    return PostgresService(
-        config.db,
-        retry_timeout=config.tasks_retry_timeout,
-        pool_size=config.pg_pool_size,
-        catch_up=catch_up,
-    )
+    try:
+        return PostgresService(
+            config.db,
+            retry_timeout=config.tasks_retry_timeout,
+            pool_size=config.pg_pool_size,
+            catch_up=catch_up,
+        )
+    except psycopg.Error as e:
+        # psycopg's first line names the host and port (never the password); the rest is
+        # a hint ("Is the server running...?") that would make it several lines.
+        raise StorageUnavailable(str(e).strip().splitlines()[0]) from e
 
 
 def shown_db(db: str) -> str:
@@ -101,8 +120,12 @@ def uvicorn_config(app: Any, config: ServerConfig) -> uvicorn.Config:
         write_timeout_ms=config.write_timeout,
         max_buffered_bytes=config.max_buffered_bytes,
     )
+    if config.rate_limit > 0:
+        app = RateLimit(app, config.rate_limit)
+    if config.access_log or config.log_level.lower() == "debug":
+        app = AccessLog(app)  # outermost: a request the rate limit refuses is logged too
     return uvicorn.Config(
-        RateLimit(app, config.rate_limit) if config.rate_limit > 0 else app,
+        app,
         host=config.bind,
         port=config.port,
         http=guard.protocol,  # httptools, with the bounds of ``troth.server.connections``
@@ -145,43 +168,55 @@ def warn_if_exposed(config: ServerConfig) -> None:
 
 
 def run(config: ServerConfig) -> int:
-    """Serve until told to stop; the process exit code."""
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    """Serve until told to stop; the process exit code (1 when it cannot start: the
+    reason is one line of the log)."""
+    logs.configure(config.log_level, config.log_format)
 
     async def main() -> int:
         try:
-            storage = open_storage(config)
-        except FileInUseError as e:
+            # First, so a taken port is found before the database is opened.
+            sockets = listen(config.bind, config.port)
+        except CannotListen as e:
             log.error("troth serve: %s", e)
-            return 1
-        except (OSError, sqlite3.Error) as e:
-            log.error("troth serve: cannot open the database %s: %s", shown_db(config.db), e)
             return 1
         try:
-            app = App(storage, config)
-        except AuthConfigError as e:
-            log.error("troth serve: %s", e)
-            await storage.close()
-            return 1
-        server = _Server(uvicorn_config(app, config), app)
-        log.info(
-            "troth serving at %s (bind %s:%d, db %s, debug %s)",
-            config.url,
-            config.bind,
-            config.port,
-            shown_db(config.db),
-            "on" if config.debug else "off",
-        )
-        warn_if_exposed(config)
-        await server.serve()
-        return 0 if server.started else 1
+            return await serve(config, sockets)
+        finally:
+            for sock in sockets:
+                sock.close()
 
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(main())
+
+
+async def serve(config: ServerConfig, sockets: list[socket.socket]) -> int:
+    """Open the database and serve on ``sockets`` until told to stop; the exit code."""
+    try:
+        storage = open_storage(config)
+    except FileInUseError as e:
+        log.error("troth serve: %s", e)
+        return 1
+    except StorageUnavailable as e:
+        log.error("troth serve: cannot open the database %s: %s", shown_db(config.db), e)
+        return 1
+    try:
+        app = App(storage, config)
+    except AuthConfigError as e:
+        log.error("troth serve: %s", e)
+        await storage.close()
+        return 1
+    server = _Server(uvicorn_config(app, config), app)
+    log.info(
+        "troth serving at %s (bind %s:%d, db %s, debug %s)",
+        config.url,
+        config.bind,
+        config.port,
+        shown_db(config.db),
+        "on" if config.debug else "off",
+    )
+    warn_if_exposed(config)
+    await server.serve(sockets)
+    return 0 if server.started else 1
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
