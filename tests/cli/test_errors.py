@@ -22,7 +22,7 @@ def test_version_is_the_installed_package_version(troth):
     assert (ran.code, ran.out) == (0, f"troth {importlib.metadata.version('troth')}\n")
 
 
-@pytest.mark.slow  # the request is retried for two seconds first
+@pytest.mark.slow  # the request is retried for five seconds first
 def test_an_unreachable_server_is_exit_3(troth):
     url = f"http://127.0.0.1:{free_port()}"
     ran = troth("promises", "get", "x", "--url", url)

@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"troth: {e}", file=sys.stderr)
         return e.code
     except KeyboardInterrupt:
-        return 130
+        return Exit.INTERRUPTED
     except BrokenPipeError:
         # The reader stopped reading (``troth ... | head``): what it read was printed. Point
         # stdout at nothing so the interpreter's final flush does not fail again.

@@ -7,12 +7,14 @@ The exit codes are a contract with scripts (docs/cli.md lists them):
 1   the execution (or promise) failed: ``invoke --wait`` on a rejected, canceled,
     timed-out or halted execution
 2   usage: a bad flag or argument, bad JSON, a request the server refused as invalid (400)
-3   unreachable: no answer from the server, or the database file cannot be opened
+3   unreachable: no answer from the server (or 429, 502, 503, 504 after the retries), or
+    the database file cannot be opened
 4   refused: the server wants a token (401) or refuses this one (403)
 5   not found: no promise, task or schedule of that id (404)
 6   conflict: the object is not in a state that allows it (409, 422: a task that is not
     halted, a promise that exists with other data, ...)
-7   the server failed (5xx)
+7   the server failed (500)
+130 interrupted (Ctrl-C), as a shell reports it
 ==  ============================================================================
 
 argparse itself exits 2 for a bad flag, so a usage error is 2 whichever side finds it.
@@ -32,6 +34,7 @@ class Exit(enum.IntEnum):
     NOT_FOUND = 5
     CONFLICT = 6
     SERVER = 7
+    INTERRUPTED = 130
 
 
 _BY_STATUS = {
@@ -42,7 +45,11 @@ _BY_STATUS = {
     409: Exit.CONFLICT,
     413: Exit.USAGE,  # a value over the server's request limit
     422: Exit.CONFLICT,
-    429: Exit.UNREACHABLE,  # still over the rate limit after the client's retries
+    # Still over the rate limit, or no backend behind a proxy, after the client's retries.
+    429: Exit.UNREACHABLE,
+    502: Exit.UNREACHABLE,
+    503: Exit.UNREACHABLE,
+    504: Exit.UNREACHABLE,
 }
 
 

@@ -4,8 +4,9 @@
 The connection is a ``Troth`` app that is never started: its network is the SDK's own
 (``troth.sdk.http.HttpNetwork`` or, embedded, ``troth.sdk.local.LocalNetwork``), so the
 CLI sends exactly the requests the SDK sends, with the same envelope, auth and checks.
-It does not retry an unreachable server for long (``REQUEST_RETRY``): a person or a script
-is waiting, and exit code 3 tells them at once.
+It retries an unreachable server for a few seconds only (``REQUEST_RETRY``, long enough to
+ride out a restart, not the SDK's half minute): a person or a script is waiting, and exit
+code 3 tells them soon.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 else:
     Commands = argparse._SubParsersAction
 
-REQUEST_RETRY = timedelta(seconds=2)
+REQUEST_RETRY = timedelta(seconds=5)
 
 
 def options() -> argparse.ArgumentParser:
