@@ -283,14 +283,18 @@ class Troth(Starts):
         from troth.sdk.local import LocalNetwork
         from troth.storage.sqlite import SqliteService
         from troth.storage.sqlite.liveness import FileInUseError
+        from troth.storage.sqlite.unopenable import why_unopenable
 
         path = self.db or DEFAULT_DB
         try:
             self._service = SqliteService(
                 path, retry_timeout=self.retry_timeout_ms, owner="embedded"
             )
-        except (sqlite3.Error, OSError, FileInUseError) as e:
+        except FileInUseError as e:
             raise ServerError("open", 500, f"cannot open the database {path!r}: {e}") from e
+        except (sqlite3.Error, OSError) as e:
+            why = why_unopenable(path, e)
+            raise ServerError("open", 500, f"cannot open the database {path!r}: {why}") from e
         return LocalNetwork(self._service, self.clock, self.group, self.pid)
 
     async def start(self) -> None:
@@ -512,6 +516,7 @@ class Troth(Starts):
 
 
 # -- idempotency ------------------------------------------------------------------------------
+
 
 def work_tags(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, str]:
     """The root tags naming an execution's work: its function and an argument digest (the

@@ -46,6 +46,7 @@ from troth.protocol.records import (
     Value,
 )
 from troth.protocol.requests import PromiseCreateRequest
+from troth.protocol.subjects import PROMISE_ID, TASK_ID
 from troth.sdk import attempts
 from troth.sdk.cancellation import grace_tags
 from troth.sdk.codec import encode_error, parameter_hints, result_of
@@ -471,12 +472,13 @@ class Context(Calls):
             if wait is None:
                 return SettleState.REJECTED, encode_error(runtime.codec, error)
             runtime.metrics.retried(step.call.step)
-            log.info(
+            log.warning(
                 "step %s failed (attempt %d: %r); retrying in %.3g s",
                 record.id,
                 attempt,
                 error,
                 wait,
+                extra={PROMISE_ID: record.id, TASK_ID: execution.task.id},
             )
             await attempts.record_failure(execution, record, attempt, error, wait)
             if await execution.pause(wait, cancelable=not step.shielded):

@@ -219,7 +219,9 @@ class HttpNetwork(Network):
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                log.warning("poll stream failed (%s); reconnecting in %.1f s", e, backoff)
+                log.warning(
+                    "poll stream from %s failed (%s); reconnecting in %.1f s", url, e, backoff
+                )
             self.connected.clear()
             self._fail_over(url)
             await asyncio.sleep(backoff)

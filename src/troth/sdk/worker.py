@@ -60,6 +60,7 @@ from troth.protocol.requests import (
     TaskReleaseRequest,
     TaskSuspendRequest,
 )
+from troth.protocol.subjects import TASK_ID
 from troth.sdk import attempts
 from troth.sdk.client import halt_record, halt_records, halt_value
 from troth.sdk.codec import convert, encode_error
@@ -350,12 +351,13 @@ class Worker:
         if wait is None or isinstance(error, UnstorableValueError | CanceledError):
             await self._fulfill(execution, None, error)
             return None
-        log.info(
+        log.warning(
             "task %s failed (attempt %d: %r); retrying in %.3g s",
             drive.task.id,
             drive.attempt,
             error,
             wait,
+            extra={TASK_ID: drive.task.id},
         )
         try:
             await attempts.record_failure(execution, drive.root, drive.attempt, error, wait)
@@ -471,7 +473,12 @@ class Worker:
             case NonDeterminismError():
                 await self._halt(execution, signal)
             case LeaseLost():
-                log.debug("task %s: %s; another process drives it now", task.id, signal)
+                log.warning(
+                    "task %s: %s; this run stops and the task's next run takes over",
+                    task.id,
+                    signal,
+                    extra={TASK_ID: task.id},
+                )
             case _:
                 log.warning("task %s: %s; releasing", task.id, signal)
                 await self._release(task)
@@ -479,12 +486,13 @@ class Worker:
     async def _halt(self, execution: Execution, error: NonDeterminismError) -> None:
         """A replay diverged from its history: record why, then ``task.halt``."""
         task = execution.task
-        log.error("%s", error)
+        # ERROR, not WARNING: the execution waits for an operator (docs/logging.md).
+        log.error("task %s halts: %s", task.id, error, extra={TASK_ID: task.id})
         try:
             await self._record_halt(execution, error)
         except LeaseLost as e:
             # Another run holds the task now; it meets the same history and halts.
-            log.debug("task %s: %s; not halting it", task.id, e)
+            log.warning("task %s: %s; not halting it", task.id, e, extra={TASK_ID: task.id})
             return
         except (Exception, ExecutionSignal) as e:
             log.error("task %s: could not record why it halts (%s); halting", task.id, e)

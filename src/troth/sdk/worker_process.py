@@ -15,6 +15,7 @@ import signal
 import sys
 
 from troth.sdk.app import Troth
+from troth.sdk.errors import ServerError
 
 
 def load_app(spec: str) -> Troth:
@@ -75,5 +76,10 @@ def worker_main(spec: str, url: str | None = None, group: str | None = None) -> 
         app.url = url
     if group is not None:
         app.group = group
-    asyncio.run(serve(app))
+    try:
+        asyncio.run(serve(app))
+    except ServerError as e:
+        # Only starting raises it: an embedded app whose database file cannot be opened.
+        print(f"troth worker: {e.message}", file=sys.stderr)
+        return 1
     return 0
