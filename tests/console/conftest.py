@@ -36,7 +36,10 @@ def page(tmp_path: Path) -> Iterator[object]:
             args=FLAGS,
             headless=True,
             viewport={"width": 1280, "height": 860},
+            timeout=60_000,  # a busy CI machine starts a browser slowly
         )
+        # Generous waits: CI runs these beside other process-heavy tests.
+        context.set_default_timeout(20_000)
         try:
             yield context.pages[0] if context.pages else context.new_page()
         finally:

@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
+expect.set_options(timeout=15_000)  # a busy machine; a passing check returns at once
 
 SHOP = """
 from troth import Constant

@@ -21,7 +21,7 @@ from troth.views.tree import Node
 from troth.views.values import Shown
 
 TITLE = "troth console"
-NOTHING = Html("")
+NOTHING = Html("")  # an empty fragment
 
 
 class Page:
@@ -38,7 +38,7 @@ class Page:
             html(
                 '<a href="{}"{}>{}</a>',
                 href,
-                Html(' aria-current="page"') if key == current else Html(""),
+                Html(' aria-current="page"') if key == current else NOTHING,
                 label,
             )
             for key, href, label in _NAV
@@ -46,9 +46,9 @@ class Page:
         logout = (
             self.form("/console/logout", html('<button type="submit">Log out</button>'))
             if self.logged_in
-            else Html("")
+            else NOTHING
         )
-        mode = Html("") if self.actions else html('<span class="badge">read-only</span>')
+        mode = NOTHING if self.actions else html('<span class="badge">read-only</span>')
         return html(
             _LAYOUT, title=f"{title} · {TITLE}", links=links, logout=logout, mode=mode, body=body
         )
@@ -63,7 +63,7 @@ class Page:
     def action(self, verb: str, id: str, label: str, extra: Html = NOTHING) -> Html:
         """A button that asks for ``verb`` on ``id``; the server confirms before acting."""
         if not self.actions:
-            return Html("")
+            return NOTHING
         return self.form(
             f"/console/actions/{verb}",
             html('<input type="hidden" name="id" value="{}">{}'
@@ -98,18 +98,18 @@ class Page:
         """What of an execution's page may change while it runs: its summary, its halt,
         the actions and the tree; ``data-live`` tells the script whether to keep polling."""
         halted = root.task == TaskState.HALTED
-        actions = Html("")
+        actions = NOTHING
         if self.actions and root.state == PromiseState.PENDING:
             actions = html(
                 '<div class="actions">{}{}</div>',
-                self.action("continue", root.id, "Continue") if halted else Html(""),
+                self.action("continue", root.id, "Continue") if halted else NOTHING,
                 self.action("cancel", root.id, "Cancel execution"),
             )
         note = (
             html('<p class="halted"><strong>Halted:</strong> {}</p>',
                  halt_reason(root) or "no reason recorded")
             if halted
-            else Html("")
+            else NOTHING
         )  # fmt: skip
         return html(
             '<div data-live="{}">{}{}{}<h2>Call tree</h2><ul class="tree">{}</ul></div>',
@@ -124,9 +124,9 @@ class Page:
         children = (
             html("<ul>{}</ul>", join(self._node(child) for child in node.children))
             if node.children
-            else Html("")
+            else NOTHING
         )
-        settle = Html("")
+        settle = NOTHING
         if self.actions and node.state == PromiseState.PENDING and node.kind == "promise":
             value = html('<label>value (JSON) <input name="value" value="null"></label>')
             settle = html(
@@ -137,7 +137,7 @@ class Page:
         error = (
             html('<p class="error"><span class="label">last error</span> {}</p>', node.last_error)
             if node.last_error
-            else Html("")
+            else NOTHING
         )
         return html(
             '<li class="node state-{state}" data-id="{id}"><div class="line">'
@@ -157,7 +157,7 @@ class Page:
             attempts=(
                 html(' <span class="attempts">attempt {}</span>', node.attempts)
                 if node.attempts and node.attempts > 1
-                else Html("")
+                else NOTHING
             ),
             error=error,
             param=_shown(node.param),
@@ -226,17 +226,17 @@ class Page:
             html('<input type="hidden" name="value" value="{}"><p>with the value <code>{}</code>'
                  "</p>", value, value)
             if value is not None
-            else Html("")
+            else NOTHING
         )  # fmt: skip
         inner = html(
             '<input type="hidden" name="id" value="{}"><input type="hidden" name="confirmed"'
             ' value="yes">{}<button type="submit" class="{}" autofocus>Yes, {}</button> '
             '<a href="{}">No, go back</a>',
-            id, extra, verb, _VERBS[verb], after(id),
+            id, extra, verb, verb, after(id),
         )  # fmt: skip
         body = html(
             "<h1>{} <code>{}</code>?</h1><p>{}</p>{}",
-            _VERBS[verb].capitalize(),
+            verb.capitalize(),
             id,
             _CONSEQUENCES[verb],
             self.form(f"/console/actions/{verb}", inner, css="confirm"),
@@ -244,12 +244,12 @@ class Page:
         return self.layout("Confirm", body)
 
     def message(self, title: str, text: str, back: str | None = None) -> Html:
-        link = html('<p><a href="{}">Back</a></p>', back) if back else Html("")
+        link = html('<p><a href="{}">Back</a></p>', back) if back else NOTHING
         body = html('<h1>{}</h1><p role="alert">{}</p>{}', title, text, link)
         return self.layout(title, body)
 
     def login(self, problem: str | None = None) -> Html:
-        alert = html('<p role="alert" class="alert">{}</p>', problem) if problem else Html("")
+        alert = html('<p role="alert" class="alert">{}</p>', problem) if problem else NOTHING
         inner = html(
             '<label for="token">Token</label> <input id="token" name="token" type="password"'
             ' autocomplete="current-password" required autofocus> '
@@ -271,7 +271,6 @@ _NAV = (
     ("schedules", "/console/schedules", "Schedules"),
 )
 
-_VERBS = {"continue": "continue", "cancel": "cancel", "resolve": "resolve", "reject": "reject"}
 _CONSEQUENCES = {
     "continue": "Its task becomes pending again and a worker of its group replays it from"
     " the start. If the code still diverges from its history, it halts again.",
@@ -299,7 +298,7 @@ _LAYOUT = """<!doctype html>
 def _search_form(query: ExecutionQuery) -> Html:
     states = join(
         html('<option value="{}"{}>{}</option>', value, Html(" selected") if value == (
-            query.state or "") else Html(""), label or "any")
+            query.state or "") else NOTHING, label or "any")
         for value, label in (("", ""), *((s, s.replace("_", " ")) for s in STATES))
     )  # fmt: skip
     tag = f"{query.tag[0]}:{query.tag[1]}" if query.tag else ""
