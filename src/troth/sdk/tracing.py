@@ -30,6 +30,8 @@ from typing import Any
 from troth.protocol.records import PromiseRecord
 from troth.protocol.requests import PromiseCreateRequest
 
+_NOTHING = contextlib.nullcontext()  # reusable: the no-op hooks allocate nothing
+
 
 class Tracing:
     """The hooks, as ``UNTRACED`` answers them: nothing is recorded."""
@@ -39,12 +41,12 @@ class Tracing:
     ) -> contextlib.AbstractContextManager[None]:
         """Around one run of execution ``root`` (function ``name``, held at task
         ``version``, making its ``attempt``-th attempt)."""
-        return contextlib.nullcontext()
+        return _NOTHING
 
     def step(self, id: str, step: str, attempt: int) -> contextlib.AbstractContextManager[None]:
         """Around one attempt of the local step ``id`` (``step`` as the replay check names
         it: ``run:charge``)."""
-        return contextlib.nullcontext()
+        return _NOTHING
 
     def replayed(self, record: PromiseRecord) -> None:
         """The call of ``record`` was answered from its settled record: no new work."""
