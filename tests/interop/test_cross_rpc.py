@@ -19,6 +19,8 @@ import pytest
 
 from tests.interop.sdks import INTEROP, Invocation, Sdk, sdk_command, settle_json
 from tests.support.servers import TrothServer
+from tests.tracing.spans import read as spans_of
+from tests.tracing.spans import traced_env
 
 # Plain JSON in all its kinds; what the value encodings of both SDKs must carry unchanged.
 JSON_VALUES: list[Any] = [
@@ -88,6 +90,32 @@ def test_troth_workflow_rpcs_a_typescript_function(ts: Sdk, troth: Sdk) -> None:
         troth.invoke(troth.unique("caller"), "caller", py_group, ts_group, 41), ts, troth
     )
     assert run.result() == {"pid": py.pid, "callee": {"pid": node.pid, "value": 42}}
+
+
+def test_a_traced_troth_workflow_rpcs_a_typescript_function_in_one_trace(
+    ts: Sdk, troth: Sdk, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The troth processes trace (docs/tracing.md), so the promise the TypeScript worker
+    # runs carries a traceparent in its param.headers: it must read the param as before.
+    folder = tmp_path / "spans"
+    folder.mkdir()
+    for name, value in traced_env(folder, "troth").items():
+        monkeypatch.setenv(name, value)
+    py_group, ts_group = troth.unique("py"), ts.unique("ts-group")
+    py, node = troth.worker(py_group), ts.worker(ts_group)
+    id = troth.unique("traced")
+    run = with_both(troth.invoke(id, "caller", py_group, ts_group, 41), ts, troth)
+    assert run.result() == {"pid": py.pid, "callee": {"pid": node.pid, "value": 42}}
+
+    traced = [s for s in spans_of(folder) if s["attributes"].get("troth.id", "").startswith(id)]
+    (start,) = [s for s in traced if s["name"] == "rpc caller"]
+    assert {s["trace"] for s in traced} == {start["trace"]}
+    runs = [s for s in traced if s["name"] == "execute caller"]
+    assert len(runs) == 2  # before the TypeScript function answered, and after
+    # The second run's rpc met the settled promise: marked, the function not run again.
+    calls = [s for s in traced if s["name"] == "rpc callee"]
+    assert [s["attributes"].get("troth.replayed", False) for s in calls] == [False, True]
+    assert [s["parent"] for s in calls] == [r["span"] for r in runs]
 
 
 def test_json_values_survive_troth_to_typescript_and_back(ts: Sdk, troth: Sdk) -> None:
