@@ -19,6 +19,12 @@ set up before anything is measured, and one that cannot be is an error naming th
 that skips it (``--no-dbos``, ``--no-restate``), never a silent gap in the table. Figures
 on a small shared machine are noisy: compare ratios from one run, not numbers across runs.
 
+``--metrics-cost`` measures instead what the SDK's opt-in metrics cost
+(``Troth(metrics=registry)``): the troth cases, embedded and remote (against one fresh
+``troth serve``), each variant in a workload process of its own, in two turns (metrics on
+then off, then off then on), so load from other jobs falls on both; it prints each case's
+best workflows/s with and without and their ratio, and proves the metrics counted every run.
+
 ``--replay-check-cost [--batch B]`` measures instead what the replay check costs (issue 8):
 the troth cases (embedded, then remote against a fresh ``troth serve``) with the check as
 shipped and with it switched off by a bench-only patch (``digest`` in ``troth.sdk.context``
@@ -368,6 +374,73 @@ def replay_check_cost(args: argparse.Namespace, n: int) -> None:
         Path(args.json).write_text(json.dumps(cases))
 
 
+def metrics_cost(n: int) -> None:
+    best: dict[tuple[str, int, int, str], float] = {}
+    with tempfile.TemporaryDirectory(prefix="troth-bench-metrics-") as tmp:
+        directory = Path(tmp)
+        server = Server(directory)
+        try:
+            for turn, order in enumerate((("on", "off"), ("off", "on"))):
+                for variant in order:
+                    for mode in ("embedded", "remote"):
+                        where = (
+                            ["--db", str(directory / f"{variant}{turn}.db")]
+                            if mode == "embedded"
+                            else ["--url", server.url]
+                        )
+                        for case in metrics_variant(mode, where, variant == "on", n, directory):
+                            key = (mode, case["steps"], case["callers"], variant)
+                            best[key] = max(best.get(key, 0.0), case["n"] / case["seconds"])
+        finally:
+            server.close()
+    print(f"\nThe SDK's metrics: {n} executions per case and variant, best of 2 turns, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n")  # fmt: skip
+    print(f"{'mode':<9} {'steps':>5} {'callers':>7} {'with wf/s':>10} {'without':>8} {'ratio':>6}")
+    for mode, steps, callers in sorted({key[:3] for key in best}):
+        on, off = best[mode, steps, callers, "on"], best[mode, steps, callers, "off"]
+        print(f"{mode:<9} {steps:>5} {callers:>7} {on:>10.1f} {off:>8.1f} {on / off:>6.3f}")
+    print(metrics_micro())
+
+
+def metrics_micro() -> str:
+    """What the hooks of one 10-step execution cost in isolation: its run, ten step
+    attempts."""
+    import timeit
+
+    from prometheus_client import CollectorRegistry
+
+    from troth.sdk.metrics import PrometheusMetrics
+
+    metrics = PrometheusMetrics(CollectorRegistry())
+    execution = object()
+
+    def one() -> None:
+        metrics.run_started(execution, "ten_steps")
+        for _ in range(10):
+            with metrics.step("run:add_one"):
+                pass
+        metrics.run_finished(execution, None)
+
+    number = 20_000
+    us = timeit.timeit(one, number=number) / number * 1e6
+    return f"the hooks of one 10-step execution, in isolation: {us:.1f} µs"
+
+
+def metrics_variant(
+    mode: str, where: list[str], metrics: bool, n: int, directory: Path
+) -> list[dict[str, Any]]:
+    """One workload process of ``sdk_troth.py``; with ``metrics``, checked to have counted
+    every run it made."""
+    command = [sys.executable, str(HERE / "sdk_troth.py"), mode, "--n", str(n), *where]
+    cases = run_cases([*command, "--metrics"] if metrics else command, directory)
+    if metrics:
+        counted = cases.pop()["runs_counted"]
+        ran = sum(case["n"] for case in cases) + 20  # and the warm-up's
+        if counted < ran:
+            raise RuntimeError(f"{mode}: the metrics counted {counted} of {ran} runs")
+    return cases
+
+
 def workload_main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog=f"sdk.py {WORKLOAD}")
     parser.add_argument("mode", choices=["embedded", "remote"])
@@ -399,8 +472,16 @@ def main() -> None:
     parser.add_argument(
         "--batch", type=int, default=100, help="with --replay-check-cost: executions per batch"
     )
+    parser.add_argument(
+        "--metrics-cost",
+        action="store_true",
+        help="troth only: the SDK with metrics (Troth(metrics=registry)) against without",
+    )
     args = parser.parse_args()
     n = args.n or (100 if args.quick else 1000)
+    if args.metrics_cost:
+        metrics_cost(n)
+        return
     if args.replay_check_cost:
         replay_check_cost(args, n)
         return

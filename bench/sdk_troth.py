@@ -72,10 +72,15 @@ async def measure(app: Troth, fn: Any, steps: int, n: int, callers: int, tag: st
 
 
 async def main(args: argparse.Namespace) -> None:
+    registry = None
+    if args.metrics:
+        from prometheus_client import CollectorRegistry
+
+        registry = CollectorRegistry()
     if args.mode == "embedded":
-        app = Troth(db=args.db, group="bench")
+        app = Troth(db=args.db, group="bench", metrics=registry)
     else:
-        app = Troth(url=args.url, group="bench")
+        app = Troth(url=args.url, group="bench", metrics=registry)
     step = add_one_async if args.async_steps else add_one
     workflows = build(app, step)
     run_id = os.urandom(4).hex()  # ids unique across runs that share a database
@@ -88,6 +93,15 @@ async def main(args: argparse.Namespace) -> None:
                 figures = await measure(app, workflows[steps], steps, args.n, callers, tag)
                 case = {"system": "troth", "mode": args.mode, "steps": steps, "callers": callers}
                 print(json.dumps({**case, "n": args.n, **figures}), flush=True)
+    if registry is not None:  # proof that the metrics counted: the runs they saw
+        runs = sum(
+            sample.value
+            for family in registry.collect()
+            if family.name == "troth_sdk_runs_finished"
+            for sample in family.samples
+            if sample.name.endswith("_total")
+        )
+        print(json.dumps({"runs_counted": runs}), flush=True)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -100,6 +114,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=lambda s: [int(c) for c in s.split(",")], default=[1, 10])
     parser.add_argument("--async-steps", action="store_true", help="async def steps, no thread")
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop")
+    parser.add_argument("--metrics", action="store_true", help="Troth(metrics=a registry)")
     return parser.parse_args(argv)
 
 

@@ -23,8 +23,9 @@ What is counted:
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
-from collections.abc import Iterator
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -70,47 +71,55 @@ class PrometheusMetrics(Metrics):
     def __init__(self, registry: CollectorRegistry) -> None:
         from prometheus_client import Counter, Histogram
 
-        self._started = Counter(
+        started = Counter(
             "troth_sdk_runs_started_total",
             "Runs of executions started on this worker, by function",
             ["function"],
             registry=registry,
         )
-        self._finished = Counter(
+        finished = Counter(
             "troth_sdk_runs_finished_total",
             "Runs of executions ended, by function and outcome",
             ["function", "outcome"],
             registry=registry,
         )
-        self._replay = Histogram(
+        replay = Histogram(
             "troth_sdk_replay_seconds",
             "Time a run spent answering calls from their records before new work",
             ["function"],
             registry=registry,
         )
-        self._attempts = Counter(
+        attempts = Counter(
             "troth_sdk_step_attempts_total",
             "Attempts of local steps, by step and outcome (ok, failed, interrupted)",
             ["step", "outcome"],
             registry=registry,
         )
-        self._retries = Counter(
+        retries = Counter(
             "troth_sdk_step_retries_total",
             "Retries of local steps granted by their retry policy",
             ["step"],
             registry=registry,
         )
-        self._latency = Histogram(
+        latency = Histogram(
             "troth_sdk_step_seconds",
             "Time of one attempt of a local step",
             ["step"],
             registry=registry,
         )
+        # A child per label values, made once: prometheus-client's ``labels`` validates and
+        # locks on every call, several times the cost of the count itself.
+        self._started = functools.cache(started.labels)
+        self._finished = functools.cache(finished.labels)
+        self._replay = functools.cache(replay.labels)
+        self._attempts = functools.cache(attempts.labels)
+        self._retries = functools.cache(retries.labels)
+        self._latency = functools.cache(latency.labels)
         # Each run in progress: its function, its start, its last replayed call.
         self._runs: dict[int, tuple[str, float, float | None]] = {}
 
     def run_started(self, execution: object, function: str) -> None:
-        self._started.labels(function).inc()
+        self._started(function).inc()
         self._runs[id(execution)] = (function, time.perf_counter(), None)
 
     def run_finished(self, execution: object, outcome: object | None) -> None:
@@ -119,31 +128,51 @@ class PrometheusMetrics(Metrics):
             return
         function, started, replayed = run
         label = "error" if outcome is None else _OUTCOMES.get(type(outcome).__name__, "error")
-        self._finished.labels(function, label).inc()
+        self._finished(function, label).inc()
         if replayed is not None:
-            self._replay.labels(function).observe(replayed - started)
+            self._replay(function).observe(replayed - started)
 
     def replayed(self, execution: object) -> None:
         run = self._runs.get(id(execution))
         if run is not None:
             self._runs[id(execution)] = (run[0], run[1], time.perf_counter())
 
-    @contextlib.contextmanager
-    def step(self, step: str) -> Iterator[None]:
-        started = time.perf_counter()
-        outcome = "interrupted"
-        try:
-            yield
-            outcome = "ok"
-        except Exception:
-            outcome = "failed"
-            raise
-        finally:
-            self._latency.labels(step).observe(time.perf_counter() - started)
-            self._attempts.labels(step, outcome).inc()
+    def step(self, step: str) -> _Attempt:
+        return _Attempt(self, step)
 
     def retried(self, step: str) -> None:
-        self._retries.labels(step).inc()
+        self._retries(step).inc()
+
+
+class _Attempt:
+    """Times one step attempt and counts it by how it ended (a class, not a generator:
+    this runs around every step)."""
+
+    __slots__ = ("_metrics", "_started", "_step")
+
+    def __init__(self, metrics: PrometheusMetrics, step: str) -> None:
+        self._metrics = metrics
+        self._step = step
+        self._started = 0.0
+
+    def __enter__(self) -> None:
+        self._started = time.perf_counter()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        metrics = self._metrics
+        metrics._latency(self._step).observe(time.perf_counter() - self._started)
+        if kind is None:
+            outcome = "ok"
+        elif issubclass(kind, Exception):
+            outcome = "failed"
+        else:
+            outcome = "interrupted"  # the run stopped under it (its lease, the worker)
+        metrics._attempts(self._step, outcome).inc()
 
 
 def measure(registry: Any = None) -> Metrics:

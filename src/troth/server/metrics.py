@@ -18,6 +18,7 @@ Two kinds of value:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -109,8 +110,13 @@ class ServerMetrics:
         )
         self._batch_child = self._batch.labels(backend)
         self._commit_child = self._commit.labels(backend)
-        self._request_children: dict[tuple[str, int], Counter] = {}
-        self._duration_children: dict[str, Histogram] = {}
+        # A child per label values, made once: prometheus-client's ``labels`` validates and
+        # locks on every call, several times the cost of the count itself.
+        self._request = functools.cache(self._requests.labels)
+        self._latency = functools.cache(self._duration.labels)
+        self._by_transport = functools.cache(self._transport.labels)
+        self._by_kind = functools.cache(self._messages.labels)
+        self._rounds = functools.cache(self._deliveries.labels)
         self._levels = _Levels()
         registry.register(self._levels)
 
@@ -119,31 +125,23 @@ class ServerMetrics:
     def request(self, kind: str, status: int, seconds: float) -> None:
         if kind not in _KINDS:
             kind = "invalid"  # a client's string: never a label of its own
-        counter = self._request_children.get((kind, status))
-        if counter is None:
-            counter = self._request_children[kind, status] = self._requests.labels(
-                kind, str(status)
-            )
-        counter.inc()
-        duration = self._duration_children.get(kind)
-        if duration is None:
-            duration = self._duration_children[kind] = self._duration.labels(kind)
-        duration.observe(seconds)
+        self._request(kind, status).inc()
+        self._latency(kind).observe(seconds)
 
     def message(self, transport: str, event: str, kind: str | None = None) -> None:
         """An outbox message's ``event`` on ``transport``; ``kind`` when it was enqueued."""
-        self._transport.labels(transport, event).inc()
+        self._by_transport(transport, event).inc()
         if kind is not None:
-            self._messages.labels(kind).inc()
+            self._by_kind(kind).inc()
 
     def push_round(self, delivered: bool) -> None:
         """A round of push attempts ended; a delivered message is counted by the loop."""
-        self._deliveries.labels("success" if delivered else "error").inc()
+        self._rounds("success" if delivered else "error").inc()
         if not delivered:
             self.message("push", "failed")
 
     def dropped(self) -> None:
-        self._deliveries.labels("dropped").inc()
+        self._rounds("dropped").inc()
         self.message("none", "dropped")
 
     def push_attempt(self, failed: bool) -> None:
