@@ -131,11 +131,11 @@ def test_a_halted_tree_shows_its_reason_continue_and_settle_buttons() -> None:
     ]  # fmt: skip
     root = build("run<1>", records, {"run<1>": TaskState.HALTED})
     assert halt_reason(root) == "call <g> differs"
-    shown = Page(CSRF, actions=True, logged_in=False).execution(root)
+    shown = Page(CSRF, actions=True, logged_in=False).execution(root, '"tag"')
     assert "call &lt;g&gt; differs" in shown and "<g>" not in shown
     assert "f&lt;x&gt;" in shown
     for verb in ("continue", "cancel", "resolve", "reject"):
         assert f'action="/console/actions/{verb}"' in shown
     assert shown.count(f'name="csrf" value="{CSRF}"') == 4  # one per form
-    read_only = Page(CSRF, actions=False, logged_in=False).execution(root)
+    read_only = Page(CSRF, actions=False, logged_in=False).execution(root, '"tag"')
     assert "/console/actions/" not in read_only and "read-only" in read_only

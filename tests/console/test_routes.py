@@ -112,6 +112,25 @@ def test_the_console_reads_and_acts_on_either_backend(backend: str, tmp_path: Pa
         assert promise_state(server, "pg-1:approval") == "resolved"
 
 
+def test_the_live_part_is_answered_304_until_the_execution_changes(
+    open_server: TrothServer, visitor: Visitor
+) -> None:
+    execution(open_server, "live-1")
+    open_server.create_promise("live-1:wait", tags={"resonate:origin": "live-1",
+                               "resonate:parent": "live-1", "troth:step": "promise"})  # fmt: skip
+    page = visitor.get("/console/execution", id="live-1").text
+    etag = re.search(r'data-etag="([^"]+)"', page)
+    assert etag is not None
+    tag = etag.group(1).replace("&quot;", '"')
+    live = "/console/execution/live?id=live-1"
+    unchanged = visitor.http.get(live, headers={"If-None-Match": tag})
+    assert unchanged.status_code == 304 and unchanged.content == b""
+    open_server.ok("promise.settle", {"id": "live-1:wait", "state": "resolved", "value": {}})
+    changed = visitor.http.get(live, headers={"If-None-Match": tag})
+    assert changed.status_code == 200 and changed.headers["etag"] != tag
+    assert "state-resolved" in changed.text
+
+
 def test_the_list_pages_through_executions(open_server: TrothServer, visitor: Visitor) -> None:
     for n in range(55):
         execution(open_server, f"bulk-{n:02}", "bulk")

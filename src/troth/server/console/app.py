@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
+from collections.abc import Sequence
 from importlib.resources import files
 from urllib.parse import parse_qs
 
 from troth.protocol.kinds import Kind
-from troth.protocol.records import SettleState, TaskRecord, TaskState
+from troth.protocol.records import PromiseRecord, SettleState, TaskRecord, TaskState
 from troth.protocol.requests import (
     PromiseGetRequest,
     ScheduleSearchRequest,
@@ -22,12 +24,21 @@ from troth.protocol.responses import (
     TaskGetResponse,
     TaskSearchResponse,
 )
-from troth.server.asgi import BodyTooLarge, Disconnected, Receive, Scope, Send, read_body, respond
+from troth.server.asgi import (
+    BodyTooLarge,
+    Disconnected,
+    Receive,
+    Scope,
+    Send,
+    header,
+    read_body,
+    respond,
+)
 from troth.server.auth import Auth, Denied, Grant
 from troth.server.console import forms
 from troth.server.console.calls import Calls
 from troth.server.console.markup import Html
-from troth.server.console.pages import Page, after, halt_reason
+from troth.server.console.pages import NOTHING, Page, after, halt_reason
 from troth.server.console.session import Visitor, visitor
 from troth.server.rpc import Rpc
 from troth.storage.service import Views
@@ -99,8 +110,10 @@ class Console:
         query = {
             k: v[-1] for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()
         }
+        etag = None
         try:
-            status, body = await self._read(path, query, grant, you, page)
+            seen = header(scope, b"if-none-match")
+            status, body, etag = await self._read(path, query, grant, you, page, seen)
         except Denied as e:
             status, body = e.status, page.message("Forbidden", "This token may not see this.")
         except forms.Invalid as e:
@@ -110,7 +123,11 @@ class Console:
             log.exception("console page %s failed [error %s]", path, error)
             text = f"The page could not be read (error {error}: see the server log)."
             status, body = 500, page.message("Internal error", text)
-        await _page(send, status, body, you)
+        tag = [(b"etag", etag.encode())] if etag is not None else []
+        if status == 304:
+            await respond(send, 304, extra=tag)
+        else:
+            await _page(send, status, body, you, tag)
 
     def _grant(self, you: Visitor) -> Grant | None:
         if self._auth is None:
@@ -118,31 +135,46 @@ class Console:
         return self._auth.authenticate(you.token)
 
     async def _read(
-        self, path: str, query: dict[str, str], grant: Grant | None, you: Visitor, page: Page
-    ) -> tuple[int, Html]:
+        self,
+        path: str,
+        query: dict[str, str],
+        grant: Grant | None,
+        you: Visitor,
+        page: Page,
+        seen: bytes | None,
+    ) -> tuple[int, Html, str | None]:
+        """The page at ``path``, its status, and for the live part of an execution's page
+        an ETag: the script polls it every second, and an unchanged execution (the usual
+        answer) costs a read and a hash instead of rendering its whole tree again."""
         if path in ("", "/"):
             _unscoped(grant)
             search = forms.execution_query(query, _PAGE_SIZE)
             found = await self._views.executions(search)
-            return 200, page.executions(search, found.executions, found.next)
+            return 200, page.executions(search, found.executions, found.next), None
         if path in ("/execution", "/execution/live"):
             id = forms.required(query, "id")
             if grant is not None:
                 grant.check_ids([id])
             records = await self._views.family(id)
             if not records:
-                return 404, page.message("Not found", f"There is no execution {id}.", "/console")
+                missing = page.message("Not found", f"There is no execution {id}.", "/console")
+                return 404, missing, None
             task = await self._task(id, you.token)
-            root = build(id, records, {id: task.state} if task is not None else None)
-            return 200, page.live(root) if path == "/execution/live" else page.execution(root)
+            tasks = {id: task.state} if task is not None else {}
+            etag = _fingerprint(records, tasks, page)
+            if path == "/execution":
+                return 200, page.execution(build(id, records, tasks), etag), None
+            if seen == etag.encode():
+                return 304, NOTHING, etag
+            return 200, page.live(build(id, records, tasks)), etag
         if path == "/halted":
             _unscoped(grant)
             halted = TaskSearchRequest(TaskState.HALTED, _PAGE_SIZE, query.get("cursor") or None)
             reply = await self._calls(Kind.TASK_SEARCH, halted, you.token)
             if not isinstance(reply.body, TaskSearchResponse):
-                return reply.status, page.message("Cannot list halted tasks", str(reply.body))
+                return reply.status, page.message("Cannot list halted tasks", str(reply.body)), None
             rows = [(task, await self._halt_reason(task.id)) for task in reply.body.tasks]
-            return 200, page.halted(rows, reply.body.cursor)
+            return 200, page.halted(rows, reply.body.cursor), None
         if path == "/schedules":
             _unscoped(grant)
             reply = await self._calls(
@@ -151,9 +183,9 @@ class Console:
                 you.token,
             )
             if not isinstance(reply.body, ScheduleSearchResponse):
-                return reply.status, page.message("Cannot list schedules", str(reply.body))
-            return 200, page.schedules(reply.body.schedules, reply.body.cursor)
-        return 404, page.message("Not found", "The console has no such page.", "/console")
+                return reply.status, page.message("Cannot list schedules", str(reply.body)), None
+            return 200, page.schedules(reply.body.schedules, reply.body.cursor), None
+        return 404, page.message("Not found", "The console has no such page.", "/console"), None
 
     async def _halt_reason(self, id: str) -> str | None:
         records = await self._views.family(id)
@@ -284,5 +316,22 @@ async def _form(scope: Scope, receive: Receive) -> dict[str, str] | None:
     return {k: v[-1] for k, v in pairs.items()}
 
 
-async def _page(send: Send, status: int, body: Html, you: Visitor) -> None:
-    await respond(send, status, body.encode(), HTML, extra=[*_HEADERS, *you.cookies()])
+async def _page(
+    send: Send,
+    status: int,
+    body: Html,
+    you: Visitor,
+    extra: Sequence[tuple[bytes, bytes]] = (),
+) -> None:
+    headers = [*_HEADERS, *you.cookies(), *extra]
+    await respond(send, status, body.encode(), HTML, extra=headers)
+
+
+def _fingerprint(records: list[PromiseRecord], tasks: dict[str, TaskState], page: Page) -> str:
+    """What the live part of an execution's page is drawn from: its promises' states (a
+    promise changes only by settling), its task's state, and the visitor's page."""
+    digest = hashlib.blake2b(digest_size=16)
+    for r in records:
+        digest.update(f"{r.id}\0{r.state}\0{r.settled_at}\n".encode())
+    digest.update(f"{sorted(tasks.items())}\0{page.csrf}\0{page.actions}".encode())
+    return f'"{digest.hexdigest()}"'
