@@ -434,7 +434,7 @@ def config(argv: list[str], env: dict[str, str] | None = None) -> Any:
 
 def test_tokens_that_could_split_a_header_are_refused_at_startup() -> None:
     for bad in ("", "a b", "tok\r\nX-Evil: 1", "é"):
-        for name in ("TROTH_AUTH_TOKEN", "TROTH_PUSH_AUTH_TOKEN"):
+        for name in ("TROTH_AUTH_TOKEN", "TROTH_PUSH_AUTH_TOKEN", "TROTH_METRICS_TOKEN"):
             with pytest.raises(ValueError, match="must be a non-empty token"):
                 config(["serve"], {name: bad})
     assert config(["serve"], {"TROTH_AUTH_TOKEN": "abc.DEF-_~+/=="}).auth_token == "abc.DEF-_~+/=="

@@ -145,7 +145,7 @@ def config_from(args: argparse.Namespace, environ: dict[str, str]) -> ServerConf
     if dev and "push_allow" not in values:
         values["push_allow"] = _DEV_DEFAULTS["push_allow"]  # a receiver on this machine works
     config = ServerConfig(**values)
-    for name in ("auth_token", "push_auth_token"):
+    for name in ("auth_token", "push_auth_token", "metrics_token"):
         token = getattr(config, name)
         # A bearer token is a b64token (RFC 6750): no spaces or line breaks to split a header.
         if token is not None and not _TOKEN.fullmatch(token):
