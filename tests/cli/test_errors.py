@@ -4,11 +4,14 @@ on (docs/cli.md): unreachable, refused, no target, a bad flag."""
 from __future__ import annotations
 
 import importlib.metadata
+import re
+from pathlib import Path
 
 import pytest
 
 from tests.support.ports import free_port
 from tests.support.servers import serve
+from troth.cli.errors import Exit
 
 
 def one_line(ran) -> str:
@@ -81,3 +84,9 @@ def test_auth_refused_is_exit_4_and_a_good_token_works(troth, tmp_path):
         assert wrong.code == 4 and one_line(wrong)
         made = troth("promises", "create", "guarded", "--token", "s3cret", "--json", *flags)
         assert (made.code, made.json["id"]) == (0, "guarded")
+
+
+def test_the_documented_exit_codes_are_the_commands_own():
+    page = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    documented = [int(code) for code in re.findall(r"^\| (\d+) \| ", page, re.MULTILINE)]
+    assert documented == [int(code) for code in Exit]

@@ -3,6 +3,8 @@ worker), and ``troth schedules``: each action's effect read back, and its errors
 
 from __future__ import annotations
 
+import pytest
+
 
 def pending_execution(troth, place, id: str) -> None:
     """An execution whose task waits: its group has no worker."""
@@ -75,3 +77,15 @@ def test_waiting_on_a_halted_execution_is_exit_1_saying_how_to_resume_it(troth, 
     assert ran.code == 1
     assert ran.err.startswith("troth: execution 'job-3' is halted")
     assert "troth tasks continue job-3" in ran.err and len(ran.err.splitlines()) == 1
+
+
+@pytest.mark.slow  # waits out a one-second deadline
+def test_an_execution_past_its_timeout_is_exit_1(troth, place):
+    ran = troth("invoke", "nobody.fn", "--id", "late-1", "--target", "idle", "--timeout", "1s",
+                "--wait", "--json", *place.flags)  # fmt: skip
+    assert ran.code == 1
+    assert ran.err == "troth: execution 'late-1' rejected_timedout\n"
+    promise = ran.json
+    assert promise["state"] == "rejected_timedout"
+    # A second from when the command built the request, which the server received a moment later.
+    assert 500 <= promise["timeoutAt"] - promise["createdAt"] <= 1000

@@ -38,7 +38,10 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="troth", description="Durable promises and executions over the Resonate protocol."
+        prog="troth",
+        description="Durable promises and executions over the Resonate protocol.",
+        epilog="exit codes: 0 done, 1 the execution failed, 2 usage, 3 unreachable, 4 refused "
+        "(auth), 5 not found, 6 conflict, 7 server error (docs/cli.md)",
     )
     parser.add_argument(
         "--version", action="version", version=f"troth {importlib.metadata.version('troth')}"

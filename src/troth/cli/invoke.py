@@ -56,8 +56,7 @@ def start_options(parser: argparse.ArgumentParser) -> None:
         "--timeout",
         type=inputs.duration_ms,
         metavar="DURATION",
-        help="the execution's deadline, from its start: 500ms, 30s, 5m, 2h, 1d "
-        "[default: the function's registered timeout, else none]",
+        help="the execution's deadline, from its start: 500ms, 30s, 5m, 2h, 1d [default: none]",
     )
     inputs.tags(parser, "a tag of the execution's root promise")
 
