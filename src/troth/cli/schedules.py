@@ -22,6 +22,7 @@ from troth.protocol.requests import (
     ScheduleGetRequest,
     ScheduleSearchRequest,
 )
+from troth.sdk.options import NO_DEADLINE
 
 
 def register(commands: Commands) -> None:
@@ -99,7 +100,7 @@ def _details(schedule: Schedule) -> RenderableType:
             ("id", schedule.id),
             ("cron", schedule.cron),
             ("promise id", schedule.promise_id),
-            ("promise timeout", f"{schedule.promise_timeout} ms"),
+            ("promise timeout", _timeout(schedule.promise_timeout)),
             ("promise param", output.value_text(schedule.promise_param)),
             ("promise tags", output.tags(schedule.promise_tags)),
             ("created", output.instant(schedule.created_at)),
@@ -107,6 +108,11 @@ def _details(schedule: Schedule) -> RenderableType:
             ("last run", output.instant(schedule.last_run_at)),
         ]
     )
+
+
+def _timeout(ms: int) -> str:
+    # ``app.schedules`` writes "no deadline" as the longest duration that cannot overflow.
+    return "none" if ms >= NO_DEADLINE // 2 else f"{ms} ms"
 
 
 def _table(schedules: list[Schedule]) -> RenderableType:
