@@ -24,18 +24,18 @@ from troth.protocol.records import PARENT, TARGET, PromiseRecord, PromiseState, 
 from troth.views.executions import function_of
 from troth.views.values import Shown, error_text, shown
 
-KINDS = ("root", "run", "rpc", "detached", "sleep", "promise", "attempt", "halt", "cancel")
-"""What a node was created for; ``now``, ``random`` and ``uuid`` (a recorded reading) too."""
-
 _HALT = re.compile(r"halt\d+")
 _SEGMENT = re.compile(r"(\d+)|(\D+)")
 
 
 @dataclass(frozen=True)
 class Node:
-    """One promise of the tree. Times are ms since the epoch; ``attempts`` counts a step's
-    attempts so far (None where nothing is attempted); ``last_error`` is the error it was
-    rejected with, or its latest failed attempt's while it is retried."""
+    """One promise of the tree. ``kind`` is what it was created for: ``root``, ``run`` (a
+    step), ``rpc``, ``detached``, ``sleep``, ``promise`` (an awaited promise), ``attempt``
+    (a step's failed attempt), ``halt``, ``cancel``, or a recorded ``now``, ``random`` or
+    ``uuid``. Times are ms since the epoch; ``attempts`` counts a step's attempts so far
+    (None where nothing is attempted); ``last_error`` is the error it was rejected with, or
+    its latest failed attempt's while it is retried."""
 
     id: str
     kind: str
