@@ -5,18 +5,30 @@ views' migration) and an execution's promises (its subtree, nothing of another's
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.support.storage import TARGET, Backend
 from troth.protocol.conventions import FUNC_TAG
 from troth.protocol.envelope import Request
 from troth.protocol.records import BRANCH, ORIGIN, PARENT, SettleState, TaskState, Value
 from troth.protocol.requests import PromiseCreateRequest, PromiseSettleRequest, TaskHaltRequest
+from troth.storage.postgres import PostgresService
+from troth.storage.postgres import migrate as pg_migrate
+from troth.storage.postgres.connection import connect as pg_connect
+from troth.storage.postgres.schema import MIGRATIONS as PG_MIGRATIONS
 from troth.storage.service import Service
 from troth.storage.sql.dialect import POSTGRES, SQLITE
 from troth.storage.sql.views import executions_query
+from troth.storage.sqlite import SqliteService
+from troth.storage.sqlite import connect as sqlite_connect
+from troth.storage.sqlite import migrate as sqlite_migrate
+from troth.storage.sqlite.schema import MIGRATIONS as SQLITE_MIGRATIONS
 from troth.views.executions import Cursor, ExecutionQuery
 
 
@@ -159,3 +171,49 @@ def test_the_executions_list_reads_along_the_views_indexes(backend: Backend) -> 
     for query, plan in backend.transact(plans).items():
         assert expected[query] in plan, (query, plan)
         assert not re.search(r"SCAN p(?! USING)|Seq Scan on promises", plan), plan
+
+
+_OLD_ROOT = (
+    "INSERT INTO promises (id, state, param, value, tags, timeout_at, created_at)"
+    " VALUES ('old', 'pending', '{}', '{}', ?, 1000000, 5)"
+)
+_OLD_TASK = "INSERT INTO tasks (id, state, version, resumes) VALUES ('old', 'pending', 0, '[]')"
+_OLD_TAGS = json.dumps({**lineage("old", "old", "old"), FUNC_TAG: "legacy"})
+
+
+async def listed(service: Service) -> list[tuple[str, str | None]]:
+    page = await service.executions(ExecutionQuery(function="legacy"))
+    return [(e.id, e.function) for e in page.executions]
+
+
+def test_the_views_migration_indexes_what_an_older_sqlite_file_holds(tmp_path: Path) -> None:
+    path = str(tmp_path / "old.db")
+    conn = sqlite_connect(path)
+    sqlite_migrate(conn, SQLITE_MIGRATIONS[:2])  # the file as the release before the views
+    conn.execute(_OLD_ROOT, (_OLD_TAGS,))
+    conn.execute(_OLD_TASK)
+    conn.close()
+
+    async def scenario() -> None:
+        service = SqliteService(path)
+        assert await listed(service) == [("old", "legacy")]
+        await service.close()
+
+    run(scenario())
+
+
+@pytest.mark.pg
+def test_the_views_migration_indexes_what_an_older_postgres_database_holds(
+    fresh_url: str,
+) -> None:
+    with pg_connect(fresh_url) as conn:
+        pg_migrate(conn, PG_MIGRATIONS[:2])
+        conn.execute(_OLD_ROOT.replace("?", "%s"), (_OLD_TAGS,))
+        conn.execute(_OLD_TASK)
+
+    async def scenario() -> None:
+        service = PostgresService(fresh_url)
+        assert await listed(service) == [("old", "legacy")]
+        await service.close()
+
+    run(scenario())
