@@ -68,9 +68,7 @@ async def test_a_workflow_is_one_trace_of_rpcs_runs_and_step_attempts():
     spans = exporter.get_finished_spans()
 
     (start,) = named(spans, "run parent_flow")
-    assert parent(start) is None and {s.context.trace_id for s in spans} == {
-        start.context.trace_id
-    }
+    assert parent(start) is None and {s.context.trace_id for s in spans} == {start.context.trace_id}
     # The root promise carries the rpc span's context, for whichever worker runs it.
     assert f"{start.context.span_id:016x}" in (root.param.headers or {})[TRACEPARENT]
 

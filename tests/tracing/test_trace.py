@@ -102,6 +102,11 @@ def test_one_trace_follows_a_workflow_through_server_and_workers_across_a_kill(
     assert create["attributes"]["troth.id"] == "order-1"
     assert create["attributes"]["troth.status"] == 200
 
+    # Requests outside the trace have spans too: a suspend says how many callbacks it made.
+    suspends = [s for s in everything if s["role"] == "server" and s["name"] == "task.suspend"]
+    assert suspends and all(s["attributes"]["troth.batch_size"] >= 1 for s in suspends)
+    assert {s["attributes"]["troth.id"] for s in suspends} >= {"order-1"}
+
     # Each run of the workflow is a child of the caller's rpc: the killed worker's (the
     # last one cut by the kill, never ended) and the resumed one's.
     runs = [s for s in trace if s["name"] == "execute order"]
