@@ -3,8 +3,9 @@
 The SDK configures no logging (a library must not), so a line reaches stderr only through
 Python's last-resort handler, which prints WARNING and above when nothing is configured.
 Retries and lease losses are therefore WARNING lines of ``troth.sdk`` loggers, and a halt
-(which waits for an operator) an ERROR line, each naming its promise or task. Before, retries were INFO and a lease loss DEBUG: a process
-that retried a step three times printed nothing.
+(which waits for an operator) an ERROR line, each naming its promise or task. Before,
+retries were INFO and a lease loss DEBUG: a process that retried a step three times
+printed nothing.
 
 The script runs in a process of its own so that nothing (pytest's capture included)
 configures logging for it.
