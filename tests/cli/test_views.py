@@ -160,9 +160,12 @@ def test_unknown_ids_and_bad_flags(troth, place, shop) -> None:
     assert watch.code == 2 and "--watch" in watch.err
 
 
-def test_an_unreachable_server_is_exit_3(troth) -> None:
+def test_an_unreachable_server_or_a_missing_file_is_exit_3(troth, tmp_path) -> None:
     for argv in (["tree", "x"], ["executions", "list"]):
         ran = troth(*argv, "--url", "http://127.0.0.1:9")
         assert ran.code == 3, (argv, ran.err)
         assert ran.err.startswith("troth: cannot reach the server http://127.0.0.1:9")
         assert len(ran.err.splitlines()) == 1
+        missing = troth(*argv, "--db", str(tmp_path / "nothing.db"))
+        assert missing.code == 3 and "no database file" in missing.err, missing.err
+        assert not (tmp_path / "nothing.db").exists()
