@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from troth import Constant, Context
+from troth import Constant, Context, Never
 from troth.sdk.otel import TRACEPARENT
 from troth.sdk.tracing import UNTRACED, choose
 from troth.testing import VirtualTroth
@@ -77,6 +77,7 @@ async def test_a_workflow_is_one_trace_of_rpcs_runs_and_step_attempts():
     runs = named(spans, "execute parent_flow")
     assert len(runs) == 2 and all(parent(r) == start.context.span_id for r in runs)
     assert [e.attributes["troth.step"] for e in runs[1].events] == ["run:abs", "rpc:child"]
+    assert [r.attributes["troth.outcome"] for r in runs] == ["suspend", "done"]
     assert len(named(spans, "step run:abs")) == 1
 
     (rpc,) = named(spans, "rpc child")
@@ -108,3 +109,20 @@ async def test_trace_context_in_the_param_leaves_idempotency_and_other_readers_a
     starts = named(exporter.get_finished_spans(), "run greet")
     assert ["troth.replayed" in s.attributes for s in starts] == [False, True]
     assert len(named(exporter.get_finished_spans(), "execute greet")) == 1
+
+
+async def test_a_run_that_fails_says_so_on_its_span():
+    tracer, exporter = traced()
+    app = VirtualTroth(tracer=tracer)
+
+    @app.register(retry=Never())
+    async def refuse(ctx: Context, reason: str) -> None:
+        raise PermissionError(reason)
+
+    async with app:
+        with pytest.raises(PermissionError):
+            await app.run("r-1", refuse, "no").result()
+    (run,) = named(exporter.get_finished_spans(), "execute refuse")
+    assert run.attributes["troth.outcome"] == "failed"
+    assert run.status.status_code == StatusCode.ERROR
+    assert run.status.description == "PermissionError: no"

@@ -15,7 +15,7 @@ from troth.protocol.conventions import STEP_TAG
 from troth.protocol.records import PromiseRecord, Value
 from troth.protocol.requests import PromiseCreateRequest
 from troth.sdk.errors import ExecutionSignal
-from troth.sdk.tracing import Rpc, Tracing
+from troth.sdk.tracing import Rpc, Run, Tracing
 
 TRACEPARENT = "traceparent"
 """The W3C trace context header, in a promise's ``param.headers`` (``tracestate`` beside it
@@ -29,7 +29,7 @@ VERSION = "troth.task.version"
 ATTEMPT = "troth.attempt"
 STEP = "troth.step"  # the call as the replay check names it: run:charge, now, ...
 REPLAYED = "troth.replayed"  # the call met its record: no new work was done
-OUTCOME = "troth.outcome"  # why a step attempt ended without a value or an error
+OUTCOME = "troth.outcome"  # how a run ended; why a step attempt ended without a result
 
 
 class OtelTracing(Tracing):
@@ -39,15 +39,15 @@ class OtelTracing(Tracing):
     @contextlib.contextmanager
     def execution(
         self, root: PromiseRecord, name: str, version: int, attempt: int
-    ) -> Iterator[None]:
+    ) -> Iterator[Run]:
         # The parent is the span that created the execution, whichever process that was;
         # a root without trace context starts a trace of its own.
         parent = propagate.extract(root.param.headers or {})
         attributes: Attributes = {ID: root.id, FUNCTION: name, VERSION: version, ATTEMPT: attempt}
         with self._tracer.start_as_current_span(
             f"execute {name}", parent, SpanKind.CONSUMER, attributes
-        ):
-            yield
+        ) as span:
+            yield _TracedRun(span)
 
     @contextlib.contextmanager
     def step(self, id: str, step: str, attempt: int) -> Iterator[None]:
@@ -80,6 +80,20 @@ class OtelTracing(Tracing):
             propagate.inject(headers)
             param = Value(headers=headers, data=request.param.data)
             yield _TracedRpc(msgspec.structs.replace(request, param=param), span)
+
+
+class _TracedRun(Run):
+    def __init__(self, span: trace.Span) -> None:
+        self._span = span
+
+    def ended(self, outcome: object) -> None:
+        # done, failed (the function raised), suspend, abort (the run could not go on:
+        # a lost lease, a stop, a refused replay), rerun.
+        self._span.set_attribute(OUTCOME, type(outcome).__name__.lower())
+        error = getattr(outcome, "error", None) or getattr(outcome, "signal", None)
+        if isinstance(error, BaseException):
+            self._span.record_exception(error)
+            self._span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
 
 
 class _TracedRpc(Rpc):

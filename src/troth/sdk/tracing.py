@@ -38,10 +38,10 @@ class Tracing:
 
     def execution(
         self, root: PromiseRecord, name: str, version: int, attempt: int
-    ) -> contextlib.AbstractContextManager[None]:
+    ) -> contextlib.AbstractContextManager[Run]:
         """Around one run of execution ``root`` (function ``name``, held at task
         ``version``, making its ``attempt``-th attempt)."""
-        return _NOTHING
+        return _NO_RUN
 
     def step(self, id: str, step: str, attempt: int) -> contextlib.AbstractContextManager[None]:
         """Around one attempt of the local step ``id`` (``step`` as the replay check names
@@ -58,6 +58,14 @@ class Tracing:
         yield Rpc(request)
 
 
+class Run:
+    """A run of an execution: ``ended`` tells its span how the run ended."""
+
+    def ended(self, outcome: object) -> None:
+        """``outcome``: the run's ``troth.sdk.execution.Outcome`` (``Done``, ``Failed``,
+        ``Suspend``, ``Abort``, ``Rerun``)."""
+
+
 class Rpc:
     """An execution being created: the request to send (carrying the trace context when
     traced), and ``answered`` to tell the span which promise the server answered with."""
@@ -68,6 +76,8 @@ class Rpc:
     def answered(self, record: PromiseRecord) -> None:
         pass
 
+
+_NO_RUN = contextlib.nullcontext(Run())
 
 UNTRACED = Tracing()
 

@@ -279,8 +279,9 @@ class Worker:
             metrics.run_started(execution, drive.entry.name)
             outcome: Outcome | None = None
             try:
-                with tracing.execution(root, drive.entry.name, task.version, drive.attempt):
+                with tracing.execution(root, drive.entry.name, task.version, drive.attempt) as run:
                     outcome = await execution.run(drive.main(execution))
+                    run.ended(outcome)
             finally:
                 metrics.run_finished(execution, outcome)
             execution = await self._after(drive, execution, outcome)
