@@ -96,6 +96,15 @@ def test_list_filters_and_pages(troth, place, shop) -> None:
     table = troth("executions", "list", "--function", "add", "--since", "1h", *place.flags)
     assert table.code == 0 and "sum-2" in table.out and "resolved" in table.out
     assert "sum-" not in troth("executions", "list", "--until", "1h", *place.flags).out
+    since_2000 = troth("executions", "list", "--function", "add", "--since",
+                       "2000-01-01T00:00:00Z", "--json", *place.flags)  # fmt: skip
+    assert len(since_2000.json["executions"]) == 3
+
+    tagged = ["invoke", "add", "--id", "sum-blue", "--arg", "1", "--arg", "1", "--target",
+              GROUP, "--tag", "team=blue", *place.flags]  # fmt: skip
+    assert troth(*tagged).code == 0
+    blue = troth("executions", "list", "--tag", "team=blue", "--json", *place.flags).json
+    assert [r["id"] for r in blue["executions"]] == ["sum-blue"]
 
 
 def test_cancel_uses_troths_cancellation(troth, place, shop) -> None:
