@@ -1,12 +1,13 @@
 """The access log (``--access-log``): one line per HTTP request, once it is answered.
 
-Each line is logged at INFO by ``troth.server.access`` with the client address, method,
-path, the request's kind and ids (``POST /`` only, once the envelope decoded; ``-``
-otherwise), the status (``-`` when the client left before an answer) and the duration in
-milliseconds, in the text (``127.0.0.1 POST / promise.create promise_id=p1 200 0.8ms``)
-and, in the JSON format, as fields. A poll stream's line comes when the stream ends, its
-duration the stream's life. The server wraps its app in it only when the log is on, so a
-server without it pays nothing.
+Each line is logged at INFO by ``troth.server.access``, whatever ``--log-level`` says,
+with the client address, method, path, the request's kind and ids (``POST /`` only, once
+the envelope decoded; ``-`` otherwise), the status (``-`` when the client left before an
+answer) and the duration in milliseconds, in the text
+(``127.0.0.1 POST / promise.create promise_id=p1 200 0.8ms``) and, in the JSON format, as
+fields. A poll stream's line comes when the stream ends, its duration the stream's life.
+The server wraps its app in it only when the log is on, so a server without it pays
+nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 class AccessLog:
     def __init__(self, app: Http) -> None:
         self._app = app
+        # Asking for the access log is asking for its lines, whatever --log-level says.
+        log.setLevel(logging.INFO)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -168,8 +168,8 @@ class ServerConfig:
     )
     access_log: bool = _setting(
         False,
-        "log every HTTP request at INFO (method, path, kind, ids, status, duration); on at"
-        " --log-level debug",
+        "log every HTTP request (method, path, kind, ids, status, duration), whatever the"
+        " --log-level; on at --log-level debug",
     )
 
     def __post_init__(self) -> None:
