@@ -1,8 +1,8 @@
 """Where the SDK's OpenTelemetry spans begin and end, and the choice of tracing, made once.
 
 An app traces when it is given a tracer (``Troth(tracer=...)``) or, without one, when a
-global tracer provider is configured by the time its runtime is made (its first
-``start``, ``run`` or ``rpc``). Otherwise it gets ``UNTRACED``, whose hooks do nothing, and
+global tracer provider is configured by the time its runtime is made (its ``start``, its
+first ``run`` or ``rpc``, or any other request it sends). Otherwise it gets ``UNTRACED``, whose hooks do nothing, and
 OpenTelemetry (the optional ``otel`` extra) is never imported: the choice is made once per
 app, not per call, so tracing off costs a no-op call at each hook (bench/tracing.py).
 
