@@ -102,6 +102,11 @@ def test_one_trace_follows_a_workflow_through_server_and_workers_across_a_kill(
     assert create["attributes"]["troth.id"] == "order-1"
     assert create["attributes"]["troth.status"] == 200
 
+    # The requests a run makes (its steps' creates and settles) join the trace through
+    # their HTTP headers; the rest have spans of their own.
+    run_ids = {s["span"] for s in trace if s["name"] == "execute order"}
+    fences = [s for s in trace if s["role"] == "server" and s["name"] == "task.fence"]
+    assert len([s for s in fences if s["parent"] in run_ids]) >= 4  # 2 steps: create, settle
     # Requests outside the trace have spans too: a suspend says how many callbacks it made.
     suspends = [s for s in everything if s["role"] == "server" and s["name"] == "task.suspend"]
     assert suspends and all(s["attributes"]["troth.batch_size"] >= 1 for s in suspends)

@@ -62,7 +62,7 @@ from troth.sdk.options import (
 from troth.sdk.registry import Registered, Registry, function_name, invocation_data
 from troth.sdk.replay import digest
 from troth.sdk.retry import RetryPolicy
-from troth.sdk.tracing import choose
+from troth.sdk.tracing import UNTRACED, choose
 from troth.sdk.worker import Worker
 
 if TYPE_CHECKING:
@@ -190,6 +190,7 @@ class Troth(Starts):
         # OpenTelemetry (docs/tracing.md): spans go to this tracer; without one, to the
         # global tracer provider's if one is configured when the runtime is made.
         self.tracer = tracer
+        self._tracing = UNTRACED
         # Prometheus (docs/sdk.md#metrics): counted into this registry, if given.
         self.metrics = measure(metrics)
         self._app = self
@@ -255,6 +256,8 @@ class Troth(Starts):
     @property
     def runtime(self) -> Runtime:
         if self._runtime is None:
+            # Chosen first: the network sends the trace context with each request.
+            self._tracing = choose(self.tracer)
             self._runtime = Runtime(
                 self._make_network(),
                 self.codec,
@@ -263,7 +266,7 @@ class Troth(Starts):
                 SettledCache(),
                 Leases(self.clock, ttl_ms=self.ttl_ms),
                 default_timeout=self.default_timeout,
-                tracing=choose(self.tracer),
+                tracing=self._tracing,
                 metrics=self.metrics,
             )
         return self._runtime
@@ -279,6 +282,7 @@ class Troth(Starts):
                 self.clock,
                 token=self.token,
                 request_retry_ms=self.request_retry_ms,
+                trace_context=self._tracing.context if self._tracing.traced else None,
             )
         from troth.sdk.local import LocalNetwork
         from troth.storage.sqlite import SqliteService

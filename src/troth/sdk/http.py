@@ -34,7 +34,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from urllib.parse import quote
 
 import httpx
@@ -73,8 +73,12 @@ class HttpNetwork(Network):
         token: str | None = None,
         timeout_ms: int = 10_000,
         request_retry_ms: int = DEFAULT_REQUEST_RETRY_MS,
+        trace_context: Callable[[], dict[str, str]] | None = None,
     ) -> None:
         self.urls = server_urls(url)
+        # When the app traces: the current span's context, sent as HTTP headers with each
+        # request so that the server's span of it joins the trace (``troth.sdk.tracing``).
+        self._trace_context = trace_context
         self._request_retry = request_retry_ms / 1000
         self._outage = _Outage()
         self._current = 0  # index into urls of the server in use
@@ -111,7 +115,12 @@ class HttpNetwork(Network):
 
     async def send(self, kind: Kind, data: Data) -> Reply:
         cid = corr_id()
-        response = await self._post(kind, encode_request(kind, data, cid, auth=self.token))
+        body = encode_request(kind, data, cid, auth=self.token)
+        headers = b""
+        if self._trace_context is not None:
+            context = self._trace_context().items()
+            headers = "".join(f"{k}: {v}\r\n" for k, v in context).encode("latin-1")
+        response = await self._post(kind, body, headers)
         if response.status == 413:
             # Refused before it was read (no envelope): the same request is refused again, so
             # it is an answer, not a failure to reach the server.
@@ -127,7 +136,7 @@ class HttpNetwork(Network):
             raise NetworkError(f"{kind}: the response does not echo the request's kind and corrId")
         return answer.reply
 
-    async def _post(self, kind: Kind, body: bytes) -> Response:
+    async def _post(self, kind: Kind, body: bytes, headers: bytes) -> Response:
         """The server's answer to ``body``, retrying transient failures (see the module
         docstring) for up to ``request_retry_ms``."""
         give_up = time.monotonic() + self._request_retry
@@ -137,7 +146,7 @@ class HttpNetwork(Network):
             url = self.url
             wait: float | None = None
             try:
-                response = await self._poster(url).post(body)
+                response = await self._poster(url).post(body, headers)
             except OSError as e:
                 failure = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
                 error: OSError | None = e

@@ -152,15 +152,16 @@ class Http11Client:
         lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
         self._head = "\r\n".join(lines).encode("latin-1") + b"\r\nContent-Length: "
 
-    async def post(self, body: bytes) -> Response:
-        """One request; raises ``OSError`` (``TimeoutError`` included) when it got no answer."""
+    async def post(self, body: bytes, headers: bytes = b"") -> Response:
+        """One request, with ``headers`` (``Name: value\\r\\n`` lines) beside the client's
+        own; raises ``OSError`` (``TimeoutError`` included) when it got no answer."""
         try:
-            return await self._post(body)
+            return await self._post(body, headers)
         except (EOFError, ValueError, asyncio.LimitOverrunError) as e:
             raise ProtocolError(f"malformed HTTP answer: {type(e).__name__}: {e}") from e
 
-    async def _post(self, body: bytes) -> Response:
-        request = self._head + str(len(body)).encode() + b"\r\n\r\n" + body
+    async def _post(self, body: bytes, headers: bytes) -> Response:
+        request = self._head + str(len(body)).encode() + b"\r\n" + headers + b"\r\n" + body
         async with self._slots, asyncio.timeout(self._timeout):
             while self._idle:
                 connection = self._idle.pop()

@@ -33,8 +33,15 @@ OUTCOME = "troth.outcome"  # how a run ended; why a step attempt ended without a
 
 
 class OtelTracing(Tracing):
+    traced = True
+
     def __init__(self, tracer: Tracer) -> None:
         self._tracer = tracer
+
+    def context(self) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        propagate.inject(headers)
+        return headers
 
     @contextlib.contextmanager
     def execution(

@@ -2,9 +2,10 @@
 
 An app traces when it is given a tracer (``Troth(tracer=...)``) or, without one, when a
 global tracer provider is configured by the time its runtime is made (its ``start``, its
-first ``run`` or ``rpc``, or any other request it sends). Otherwise it gets ``UNTRACED``, whose hooks do nothing, and
-OpenTelemetry (the optional ``otel`` extra) is never imported: the choice is made once per
-app, not per call, so tracing off costs a no-op call at each hook (bench/tracing.py).
+first ``run`` or ``rpc``, or any other request it sends). Otherwise it gets ``UNTRACED``,
+whose hooks do nothing, and OpenTelemetry (the optional ``otel`` extra) is never imported:
+the choice is made once per app, not per call, so tracing off costs a no-op call at each
+hook (bench/tracing.py).
 
 The spans (``troth.sdk.otel`` makes them; docs/tracing.md shows a trace):
 
@@ -35,6 +36,13 @@ _NOTHING = contextlib.nullcontext()  # reusable: the no-op hooks allocate nothin
 
 class Tracing:
     """The hooks, as ``UNTRACED`` answers them: nothing is recorded."""
+
+    traced = False
+
+    def context(self) -> dict[str, str]:
+        """The current span's trace context as W3C headers (``traceparent``), sent with
+        each request so that the server's span of it joins the trace."""
+        return {}
 
     def execution(
         self, root: PromiseRecord, name: str, version: int, attempt: int

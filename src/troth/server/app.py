@@ -205,7 +205,7 @@ class App:
         except Disconnected:
             return
         token = bearer(scope["headers"]) if self.auth is not None else None
-        status, response = await self.rpc(body, token)
+        status, response = await self.rpc(body, token, scope["headers"])
         await respond(send, status, response, JSON, retry_after=1 if status == 503 else None)
 
     async def _poll(self, scope: Scope, receive: Receive, send: Send) -> None:

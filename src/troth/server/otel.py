@@ -5,12 +5,14 @@ The server traces when a global tracer provider is configured in its process, as
 ``opentelemetry-instrument troth serve`` configures one from the ``OTEL_*`` environment
 (docs/tracing.md). A request that creates a promise whose ``param.headers`` carry a trace
 context (``traceparent``: the SDKs put the span of the rpc that creates an execution there)
-is a child of that span, so the caller's trace shows what the server did for it.
+is a child of that span, so the caller's trace shows what the server did for it. Any
+other request sent from inside a span of a traced troth SDK carries that span's context in
+its HTTP headers (``traceparent``), and its span joins the trace the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
@@ -32,6 +34,9 @@ ID = "troth.id"  # the promise, task or schedule the request is about
 STATUS = "troth.status"
 BATCH = "troth.batch_size"  # the callbacks of a task.suspend, the tasks of a heartbeat
 
+TRACEPARENT = "traceparent"
+_CONTEXT_HEADERS = {b"traceparent", b"tracestate"}  # the W3C trace context, as ASGI names it
+
 
 def request_spans() -> RequestSpans | None:
     """Spans for the configured tracer provider; None when none is configured."""
@@ -46,14 +51,25 @@ class RequestSpans:
         self._tracer = tracer
 
     async def traced(
-        self, request: Request, run: Callable[[Request], Awaitable[Reply]]
+        self,
+        request: Request,
+        run: Callable[[Request], Awaitable[Reply]],
+        headers: Iterable[tuple[bytes, bytes]],
     ) -> Reply:
-        """``run(request)`` inside the request's span."""
+        """``run(request)`` inside the request's span, whose parent is the trace context of
+        the promise it creates, else that of its HTTP ``headers`` (the SDK sends the span
+        it makes the request in), else none."""
         data = request.data
         attributes: Attributes = {KIND: request.kind.value, **_about(data)}
         created = _created(data)
-        headers = created.param.headers if created is not None else None
-        parent = propagate.extract(headers) if headers else None
+        carrier = created.param.headers if created is not None else None
+        if not carrier or TRACEPARENT not in carrier:
+            carrier = {
+                name.decode("latin-1"): value.decode("latin-1")
+                for name, value in headers
+                if name in _CONTEXT_HEADERS
+            }
+        parent = propagate.extract(carrier) if carrier else None
         with self._tracer.start_as_current_span(
             request.kind.value, parent, SpanKind.SERVER, attributes
         ) as span:

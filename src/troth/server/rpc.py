@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from troth.engine import READ_ONLY
@@ -63,17 +64,22 @@ class Rpc:
         self._timeouts = timeouts
         self._debug = debug
 
-    async def __call__(self, body: bytes, bearer: str | None = None) -> tuple[int, bytes]:
+    async def __call__(
+        self, body: bytes, bearer: str | None = None, headers: Iterable[tuple[bytes, bytes]] = ()
+    ) -> tuple[int, bytes]:
         """The HTTP status and the response body for one request body; ``bearer`` is the
-        token of its ``Authorization`` header, used when ``head.auth`` carries none."""
+        token of its ``Authorization`` header, used when ``head.auth`` carries none;
+        ``headers`` are its HTTP headers, read for a trace context when tracing."""
         if self._metrics is None:
-            return (await self._answer(body, bearer))[1:]
+            return (await self._answer(body, bearer, headers))[1:]
         started = time.perf_counter()
-        kind, status, response = await self._answer(body, bearer)
+        kind, status, response = await self._answer(body, bearer, headers)
         self._metrics.request(kind, status, time.perf_counter() - started)
         return status, response
 
-    async def _answer(self, body: bytes, bearer: str | None) -> tuple[str, int, bytes]:
+    async def _answer(
+        self, body: bytes, bearer: str | None, headers: Iterable[tuple[bytes, bytes]]
+    ) -> tuple[str, int, bytes]:
         """The kind as sent, the HTTP status and the response body."""
         try:
             envelope = decode_envelope(body)
@@ -95,7 +101,7 @@ class Rpc:
         if self._spans is None:
             reply = await run(request)
         else:
-            reply = await self._spans.traced(request, run)
+            reply = await self._spans.traced(request, run, headers)
         try:
             return request.kind, reply.status, encode_response(request.kind, request.corr_id, reply)
         except Exception:  # a reply the encoder cannot write is our bug, not the client's
