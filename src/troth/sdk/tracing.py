@@ -20,12 +20,14 @@ The spans (``troth.sdk.otel`` makes them; docs/tracing.md shows a trace):
 - a **step** span for each attempt of a local step. A step answered from its record (a
   replay) makes no span: it is an event on the run's span (``troth.replayed``), and an rpc
   whose promise already existed is marked ``troth.replayed``.
+
+Every request the SDK sends over HTTP from inside one of these spans carries its context
+as HTTP headers too (``Tracing.context``), so the server's span of it joins the trace.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 from troth.protocol.records import PromiseRecord
@@ -59,11 +61,12 @@ class Tracing:
     def replayed(self, record: PromiseRecord) -> None:
         """The call of ``record`` was answered from its settled record: no new work."""
 
-    @contextlib.contextmanager
-    def rpc(self, kind: str, name: str, request: PromiseCreateRequest) -> Iterator[Rpc]:
+    def rpc(
+        self, kind: str, name: str, request: PromiseCreateRequest
+    ) -> contextlib.AbstractContextManager[Rpc]:
         """Around the request that creates an execution of function ``name`` (``kind``:
         run, rpc, detached)."""
-        yield Rpc(request)
+        return contextlib.nullcontext(Rpc(request))
 
 
 class Run:
