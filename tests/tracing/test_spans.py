@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 
 from troth import Constant, Context, Never
-from troth.sdk.otel import TRACEPARENT
+from troth.protocol.conventions import TRACEPARENT
 from troth.sdk.tracing import UNTRACED, choose
 from troth.testing import VirtualTroth
 

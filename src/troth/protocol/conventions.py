@@ -20,6 +20,12 @@ CODEC_HEADER = "troth:codec"
 """On a value: the serializer that wrote its ``data`` (no header: JSON, as the official
 SDKs write)."""
 
+TRACEPARENT = "traceparent"
+"""On an execution's param: the W3C trace context of the span that created it
+(``tracestate`` beside it when the trace has one), so that the server and every worker that
+runs it join that trace (docs/tracing.md). The names the Resonate TypeScript SDK's
+OpenTelemetry package writes in the same place, so that mixed-language traces join."""
+
 FUNC_TAG = "troth:func"
 """On an execution's root promise: the name of the function it runs. With ``troth:args``
 (the digest of its arguments, ``ARGS_TAG``) it says which work an id was started for, so

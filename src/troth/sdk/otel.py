@@ -11,16 +11,11 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import Attributes
 
-from troth.protocol.conventions import STEP_TAG
+from troth.protocol.conventions import STEP_TAG, TRACEPARENT
 from troth.protocol.records import PromiseRecord, Value
 from troth.protocol.requests import PromiseCreateRequest
 from troth.sdk.errors import ExecutionSignal
 from troth.sdk.tracing import Rpc, Run, Tracing
-
-TRACEPARENT = "traceparent"
-"""The W3C trace context header, in a promise's ``param.headers`` (``tracestate`` beside it
-when the trace has one): the names the Resonate TypeScript SDK's OpenTelemetry package
-injects, through the global propagator as here, so that mixed-language traces join."""
 
 # Span attributes.
 ID = "troth.id"  # the promise (execution or step) the span is about

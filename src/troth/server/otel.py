@@ -18,6 +18,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import Attributes
 
+from troth.protocol.conventions import TRACEPARENT
 from troth.protocol.envelope import Request
 from troth.protocol.requests import (
     Data,
@@ -34,7 +35,6 @@ ID = "troth.id"  # the promise, task or schedule the request is about
 STATUS = "troth.status"
 BATCH = "troth.batch_size"  # the callbacks of a task.suspend, the tasks of a heartbeat
 
-TRACEPARENT = "traceparent"
 _CONTEXT_HEADERS = {b"traceparent", b"tracestate"}  # the W3C trace context, as ASGI names it
 
 
