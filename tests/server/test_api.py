@@ -69,7 +69,7 @@ def test_the_tree_shows_a_retried_step_and_an_rpc_child(shop: TrothServer) -> No
     assert (tree["kind"], tree["function"], tree["state"]) == ("root", "checkout", "pending")
     assert tree["param"]["decoded"] and tree["param"]["data"]["args"] == [1]
     kinds = {c["kind"]: c for c in tree["children"]}
-    assert sorted(kinds) == ["cancel", "rpc", "run"]  # troth's cancel promise, made at suspend
+    assert sorted(kinds) == ["rpc", "run"]  # not the cancel promise made at suspend: unasked
     rpc, step = kinds["rpc"], kinds["run"]
     assert (rpc["kind"], rpc["function"], rpc["state"]) == ("rpc", "reserve", "resolved")
     assert rpc["value"]["data"] == "reserved sku-1"

@@ -66,7 +66,7 @@ def build(
     below ``root_id`` are left out). ``tasks`` gives the state of the promises' tasks.
     ``KeyError`` if ``root_id`` is not among the records."""
     tasks = tasks or {}
-    by_id = {r.id: r for r in records}
+    by_id = {r.id: r for r in records if not _unasked_cancel(r)}
     root = by_id[root_id]
     below: dict[str, list[PromiseRecord]] = {}
     for record in by_id.values():
@@ -110,6 +110,13 @@ def _node(
         tags=dict(record.tags),
         children=children,
     )
+
+
+def _unasked_cancel(record: PromiseRecord) -> bool:
+    """An execution's cancel promise is bookkeeping until someone resolves it: pending, it
+    waits for a request; rejected_canceled, it was closed unasked when the execution ended.
+    Shown, it would read as a cancellation (or an error) that never happened."""
+    return CANCEL_TAG in record.tags and record.state != PromiseState.RESOLVED
 
 
 def _kind(record: PromiseRecord) -> str:
