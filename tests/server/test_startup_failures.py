@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -125,6 +126,19 @@ def test_an_unreachable_postgresql_is_one_line_naming_host_and_port_not_the_pass
     line = one_line(troth("serve", "--port", str(free_port()), "--db", url))
     assert "troth serve: cannot open the database" in line
     assert f'"127.0.0.1", port {port} failed: Connection refused' in line
+    assert PASSWORD not in line
+
+
+def test_a_postgresql_that_never_answers_is_one_line_after_the_connect_timeout(
+    taken_port: int,
+) -> None:
+    # The port listens and never answers, as behind a firewall that drops packets: without a
+    # connect timeout the server would wait for ever, saying nothing.
+    url = f"postgresql://troth:{PASSWORD}@127.0.0.1:{taken_port}/troth"
+    began = time.monotonic()
+    line = one_line(troth("serve", "--port", str(free_port()), "--db", url))
+    assert time.monotonic() - began < 40  # 10 s of connect timeout, and the startup
+    assert f"host=127.0.0.1 port={taken_port}: connection timeout expired" in line
     assert PASSWORD not in line
 
 

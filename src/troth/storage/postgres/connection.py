@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.string import TextLoader
+
+CONNECT_TIMEOUT = 10  # seconds: startup's first connection, when the URL sets no timeout
 
 
 def configure(conn: psycopg.Connection, *, lock_timeout: int) -> None:
@@ -24,7 +27,11 @@ def configure(conn: psycopg.Connection, *, lock_timeout: int) -> None:
 
 
 def connect(url: str, *, lock_timeout: int = 0) -> psycopg.Connection:
-    """One autocommit connection outside the pool (migrations, tests)."""
+    """One autocommit connection outside the pool (migrations, tests). A host that drops
+    packets fails it after ``CONNECT_TIMEOUT`` seconds, unless the URL says otherwise
+    (``?connect_timeout=``), rather than after the system's TCP timeout (minutes)."""
+    if "connect_timeout" not in conninfo_to_dict(url):
+        url = make_conninfo(url, connect_timeout=CONNECT_TIMEOUT)
     conn = psycopg.connect(url, autocommit=True)
     configure(conn, lock_timeout=lock_timeout)
     return conn
