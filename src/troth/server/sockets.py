@@ -3,7 +3,8 @@
 uvicorn would bind them itself, after the app's startup, and report a taken port as a few
 lines of its own log; bound here first, a port that cannot be had is one line naming it
 (``CannotListen``) before the database is even opened. A host name may stand for several
-addresses (``localhost``: 127.0.0.1 and ::1); the server listens on each, as asyncio would.
+addresses (``localhost``: 127.0.0.1 and ::1); the server listens on each it can, as asyncio
+would (an address of a family the machine has turned off is skipped).
 """
 
 from __future__ import annotations
@@ -26,14 +27,28 @@ def listen(host: str, port: int) -> list[socket.socket]:
             f"cannot listen on {where}: {host!r} does not resolve ({e.strerror})"
         ) from None
     bound: list[socket.socket] = []
+    unavailable: OSError | None = None
     try:
         for family, kind, proto, _, address in dict.fromkeys(addresses):
-            sock = socket.socket(family, kind, proto)
+            try:
+                sock = socket.socket(family, kind, proto)
+            except OSError as e:  # a family this machine lacks (IPv6 turned off)
+                unavailable = e
+                continue
             bound.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
+            try:
+                sock.bind(address)
+            except OSError as e:
+                if e.errno != errno.EADDRNOTAVAIL:
+                    raise
+                # ``localhost``'s ::1 where IPv6 is off: the other addresses will do.
+                bound.pop().close()
+                unavailable = e
+        if not bound:
+            raise unavailable or OSError(errno.EADDRNOTAVAIL, "no address")
     except OSError as e:
         for sock in bound:
             sock.close()
