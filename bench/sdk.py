@@ -13,7 +13,10 @@ with 1 and 16 concurrent callers, on four systems in one run:
 
 It prints workflows/s, steps/s and p50/p99 latency per case, the ratios of each troth mode
 against each peer, and the issue-16 targets, met or not. Each system runs in processes of
-its own (``sdk_troth.py``, ``sdk_dbos.py``, ``sdk_restate.py``), one after the other. The
+its own (``sdk_troth.py``, ``sdk_dbos.py``, ``sdk_restate.py``), case by case: every system
+runs a case in turn (one workload process each, the order reversed every other case) against
+a store that lives for the whole run (the same SQLite files, ``troth serve`` and Restate), so
+a change in the machine's load falls on all of them. The
 peers are installed on first use outside the repository (``peers.py``); every peer is
 set up before anything is measured, and one that cannot be is an error naming the flag
 that skips it (``--no-dbos``, ``--no-restate``), never a silent gap in the table. Figures
@@ -49,6 +52,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -504,29 +508,33 @@ def main() -> None:
             + "\nFix it, or skip the peer with --no-dbos / --no-restate."
         )  # fmt: skip
     cases: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="troth-bench-sdk-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="troth-bench-sdk-") as tmp, ExitStack() as running:
         directory = Path(tmp)
         troth = [sys.executable, str(HERE / "sdk_troth.py")]
-        db = str(directory / "embedded.db")
-        cases += workloads([*troth, "embedded", "--db", db], directory, n)
+        systems = [([*troth, "embedded", "--db", str(directory / "embedded.db")], directory)]
         server = Server(directory)
-        try:
-            cases += workloads([*troth, "remote", "--url", server.url], directory, n)
-        finally:
-            server.close()
+        running.callback(server.close)
+        systems.append(([*troth, "remote", "--url", server.url], directory))
         if "dbos" in installed:
             scratch = directory / "dbos"
             scratch.mkdir()
-            cases += workloads([installed["dbos"], str(HERE / "sdk_dbos.py")], scratch, n)
+            systems.append(([installed["dbos"], str(HERE / "sdk_dbos.py")], scratch))
         if "restate" in installed:
             scratch = directory / "restate"
             scratch.mkdir()
             restate = peers.Restate(installed["restate-server"], installed["restate"], scratch)
-            try:
-                command = [installed["restate"], str(HERE / "sdk_restate.py")]
-                cases += workloads([*command, "--ingress", restate.ingress], scratch, n)
-            finally:
-                restate.close()
+            running.callback(restate.close)
+            command = [installed["restate"], str(HERE / "sdk_restate.py")]
+            systems.append(([*command, "--ingress", restate.ingress], scratch))
+        # Case by case, every system in turn (the order reversed every other case), so a
+        # change in the machine's load falls on all of them, not on whichever ran then.
+        for turn, (steps, callers) in enumerate(CASES):
+            count = long_n(n) if steps == 100 else n
+            for command, cwd in systems if turn % 2 == 0 else systems[::-1]:
+                one = ["--n", str(count), "--callers", str(callers), "--steps", str(steps)]
+                cases += run_cases([*command, *one], cwd)
+    order = {(c["system"], c["mode"]): i for i, c in enumerate(cases[: len(systems)])}
+    cases.sort(key=lambda c: (order[c["system"], c["mode"]], c["steps"], c["callers"]))
     rows = [summary(case) for case in cases]
     print(f"\nSDK benchmark, {n} executions per case (100 steps: {long_n(n)}), "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}\n")  # fmt: skip
@@ -541,18 +549,13 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 
 
+CASES = [(steps, callers) for steps in (1, 10, 100) for callers in (1, 16)]
+
+
 def long_n(n: int) -> int:
     """Executions of the 100-step workflow: a twentieth as many (each is ten times the
     work), but at least three per caller at 16 callers."""
     return max(n // 20, 48)
-
-
-def workloads(command: list[str], cwd: Path, n: int) -> list[dict[str, Any]]:
-    """One system's cases: the 1- and 10-step workflows, then the 100-step one, each at 1
-    and 16 callers, in two runs of its workload process against the same store."""
-    cases = run_cases([*command, "--n", str(n), "--callers", "1,16", "--steps", "1,10"], cwd)
-    long = ["--n", str(long_n(n)), "--callers", "1,16", "--steps", "100"]
-    return cases + run_cases([*command, *long], cwd)
 
 
 if __name__ == "__main__":
