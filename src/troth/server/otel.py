@@ -29,6 +29,7 @@ from troth.protocol.requests import (
     TaskSuspendRequest,
 )
 from troth.protocol.responses import Reply
+from troth.protocol.subjects import PROMISE_ID, SCHEDULE_ID, TASK_ID, subject_ids
 
 KIND = "troth.kind"
 ID = "troth.id"  # the promise, task or schedule the request is about
@@ -92,13 +93,14 @@ def _created(data: Data) -> PromiseCreateRequest | None:
 
 
 def _about(data: Data) -> dict[str, str | int]:
-    """The id the request is about, and its batch size where it carries a batch."""
+    """The id the request is about (a promise's before a task's: a fence's action, not its
+    task), as the log lines name it (``troth.protocol.subjects``), and its batch size where
+    it carries a batch."""
+    batch: dict[str, str | int] = {}
     if isinstance(data, TaskSuspendRequest):
-        return {ID: data.id, BATCH: len(data.actions)}
-    if isinstance(data, TaskHeartbeatRequest):
-        return {BATCH: len(data.tasks)}
-    created = _created(data)
-    id = created.id if created is not None else getattr(data, "id", None)
-    if id is None:
-        id = getattr(data, "awaited", None)  # a callback or a listener: the awaited promise
-    return {ID: id} if isinstance(id, str) else {}
+        batch = {BATCH: len(data.actions)}
+    elif isinstance(data, TaskHeartbeatRequest):
+        batch = {BATCH: len(data.tasks)}
+    ids = subject_ids(data)
+    id = ids.get(PROMISE_ID) or ids.get(TASK_ID) or ids.get(SCHEDULE_ID)
+    return {ID: id, **batch} if id is not None else batch
