@@ -45,11 +45,8 @@ def approve_command(promise_id: str) -> str:
         )
     else:
         where = "TROTH_DB=" + shlex.quote(os.path.abspath(app.db or "troth.db"))
-    code = (
-        "import asyncio, troth; asyncio.run(troth.Troth().promises.resolve("
-        f'"{promise_id}", {{"approved": True, "reason": ""}}))'
-    )
-    return f"{where} python -c {shlex.quote(code)}"
+    value = shlex.quote('{"approved": true, "reason": ""}')
+    return f"{where} troth promises resolve {shlex.quote(promise_id)} --value {value}"
 
 
 async def approver(promise_id: str, approve: bool) -> None:
