@@ -233,3 +233,21 @@ async def test_unchanged_code_replays_with_unencodable_step_arguments(make_app, 
     await park(make_app, flow, uid)
     assert await resume(make_app, flow, uid) == ("done", 7)
     assert LEDGER == {"select 1": 1}
+
+
+# -- options that are not part of the call ---------------------------------------------------
+
+
+async def charged_inline(ctx: Context) -> str:
+    receipt = await ctx.options(inline=True).run(charge_card, "acct", 100)
+    await ctx.promise(id=f"{ctx.id}:approval")
+    return receipt
+
+
+async def test_running_a_step_inline_now_is_the_same_call(make_app, uid):
+    # Where a plain step runs (a thread, or the loop with ``inline``) is not recorded:
+    # switching it between deploys replays the recorded step instead of halting.
+    await park(make_app, without_value, uid)
+    outcome = await resume(make_app, charged_inline, uid)
+    assert outcome == ("done", "charged acct 100")
+    assert LEDGER == {"charge acct 100": 1}

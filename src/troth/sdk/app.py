@@ -55,6 +55,7 @@ from troth.sdk.options import (
     DeadlineSource,
     Options,
     StartOptions,
+    as_flag,
     deadline,
     deadline_tags,
     options,
@@ -222,6 +223,7 @@ class Troth(Starts):
         version: int = 1,
         retry: RetryPolicy | None = None,
         timeout: timedelta | None = None,
+        inline: bool = False,
     ) -> Callable[[F], F]: ...
 
     def register(
@@ -232,13 +234,19 @@ class Troth(Starts):
         version: int = 1,
         retry: RetryPolicy | None = None,
         timeout: timedelta | None = None,
+        inline: bool = False,
     ) -> Any:
         """Register ``fn`` under ``name`` (default: its ``__name__``, the name every process
         of the app finds it by, so two functions of that name in different modules need
-        ``name=``) and ``version``."""
+        ``name=``) and ``version``. ``inline=True``: a plain ``def`` runs on the event loop
+        when called as a step, unless the call's ``inline`` option says otherwise (see
+        ``troth.sdk.options.Options``: it blocks the whole process while it runs)."""
+        as_flag("inline", inline)
 
         def add(f: F) -> F:
-            self.registry.add(f, name=name, version=version, retry=retry, timeout=timeout)
+            self.registry.add(
+                f, name=name, version=version, retry=retry, timeout=timeout, inline=inline
+            )
             return f
 
         return add(fn) if fn is not None else add

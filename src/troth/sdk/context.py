@@ -23,6 +23,7 @@ import functools
 import inspect
 import logging
 import random as _random
+import time
 import uuid as _uuid
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
@@ -119,9 +120,11 @@ async def invoke(
     ctx: Context | None,
     args: tuple[Any, ...] | list[Any],
     kwargs: dict[str, Any],
+    inline: bool = False,
 ) -> Any:
     """Call a durable function with ``ctx``, or a plain one without: ``async def`` in the
-    loop, ``def`` in a worker thread so a long step cannot starve the heartbeat."""
+    loop, ``def`` in a worker thread so a long step cannot starve the heartbeat (or, when
+    ``inline``, in the loop too: the ``inline`` option)."""
     if ctx is not None:
         result = fn(ctx, *args, **kwargs)
         if inspect.isawaitable(result):
@@ -132,10 +135,39 @@ async def invoke(
     try:
         if inspect.iscoroutinefunction(fn):
             return await fn(*args, **kwargs)
-        result = await asyncio.to_thread(fn, *args, **kwargs)
+        if inline:
+            result = _inline(runtime, fn, args, kwargs)
+        else:
+            result = await asyncio.to_thread(fn, *args, **kwargs)
         return await result if inspect.isawaitable(result) else result
     finally:
         runtime.active_steps -= 1
+
+
+def _inline(
+    runtime: Runtime,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...] | list[Any],
+    kwargs: dict[str, Any],
+) -> Any:
+    """Call a plain step on the loop's own thread; say so, once per function, when it held
+    the loop for a tenth of the lease or more (heartbeats wait for it meanwhile)."""
+    begun = time.monotonic()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        held_ms = (time.monotonic() - begun) * 1000
+        name = function_name(fn)
+        if held_ms >= runtime.leases.ttl_ms / 10 and name not in runtime.slow_inline:
+            runtime.slow_inline.add(name)
+            log.warning(
+                "inline step %s held the event loop for %.0f ms (the lease is %d ms): "
+                "heartbeats and every other execution in this process waited; run it in a "
+                "thread (inline=False) unless it is cheap",
+                name,
+                held_ms,
+                runtime.leases.ttl_ms,
+            )
 
 
 @dataclass(frozen=True)
@@ -151,6 +183,7 @@ class Step:
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
     durable: bool = False  # ``fn`` takes a ``Context``
+    inline: bool = False  # a plain ``def`` runs on the loop (the ``inline`` option)
     policy: RetryPolicy = field(default_factory=Never)
     opts: Options = field(default_factory=Options)
     timeouts: list[tuple[timedelta | None, DeadlineSource]] = field(default_factory=list)
@@ -198,9 +231,10 @@ class Calls:
     def run(self) -> DurableCall:
         """Run ``fn`` here as a durable step: recorded once, never repeated once finished.
 
-        ``fn`` may be a plain function (``def`` runs in a thread, ``async def`` in the
-        loop; retried with ``Exponential()`` by default) or a durable function taking a
-        ``Context`` (not retried as a whole by default), or a registered function's name.
+        ``fn`` may be a plain function (``def`` runs in a thread, or in the loop with the
+        ``inline`` option; ``async def`` in the loop; retried with ``Exponential()`` by
+        default) or a durable function taking a ``Context`` (not retried as a whole by
+        default), or a registered function's name.
         """
         return cast(DurableCall, functools.partial(self._ctx._run, self._opts))
 
@@ -349,6 +383,7 @@ class Context(Calls):
             args=args,
             kwargs=kwargs,
             durable=durable,
+            inline=opts.inline if opts.inline is not None else bool(entry and entry.inline),
             policy=policy,
             opts=opts,
             timeouts=timeouts,
@@ -460,7 +495,9 @@ class Context(Calls):
                     runtime.tracing.step(record.id, step.call.step, attempt),
                     runtime.metrics.step(step.call.step),
                 ):
-                    result = await invoke(runtime, step.fn, child, step.args, step.kwargs)
+                    result = await invoke(
+                        runtime, step.fn, child, step.args, step.kwargs, step.inline
+                    )
                 return SettleState.RESOLVED, runtime.codec.encode(result)
             except ExecutionSignal:
                 raise

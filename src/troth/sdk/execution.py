@@ -103,6 +103,8 @@ class Runtime:
     settled: SettledCache
     leases: Leases  # the tasks this process holds (see ``Execution.lost``)
     active_steps: int = 0  # plain functions running now (virtual time waits for them)
+    # Functions whose inline step held the loop too long, already warned about (once each).
+    slow_inline: set[str] = field(default_factory=set)
     # ``Troth(default_timeout=...)``: the deadline of executions started without one.
     default_timeout: timedelta | None = None
     # Spans of runs, steps and rpcs (``troth.sdk.tracing``), chosen once per app.

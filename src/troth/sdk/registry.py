@@ -75,6 +75,7 @@ class Registered:
     durable: bool
     retry: RetryPolicy | None = None
     timeout: timedelta | None = None
+    inline: bool = False  # its plain ``def`` steps run on the loop (``Options.inline``)
 
     @cached_property
     def hints(self) -> tuple[list[tuple[str, Any, Any]], Any]:
@@ -94,6 +95,7 @@ class Registry:
         version: int = 1,
         retry: RetryPolicy | None = None,
         timeout: timedelta | None = None,
+        inline: bool = False,
     ) -> Registered:
         if version < 1:
             raise ValueError("versions start at 1")
@@ -104,7 +106,7 @@ class Registry:
         existing = versions.get(version)
         if existing is not None and existing.fn is not fn:
             raise ValueError(f"{name!r} version {version} is already registered")
-        entry = Registered(name, version, fn, takes_context(fn), retry, timeout)
+        entry = Registered(name, version, fn, takes_context(fn), retry, timeout, inline)
         versions[version] = entry
         self._by_fn[fn] = entry
         return entry
