@@ -12,15 +12,19 @@ with 1 and 16 concurrent callers, on four systems in one run:
    by its Python SDK on hypercorn, registered as a deployment, called through the ingress.
 
 It prints workflows/s, steps/s and p50/p99 latency per case, the ratios of each troth mode
-against each peer, and the issue-16 targets, met or not. Each system runs in processes of
-its own (``sdk_troth.py``, ``sdk_dbos.py``, ``sdk_restate.py``), case by case: every system
-runs a case in turn (one workload process each, the order reversed every other case) against
-a store that lives for the whole run (the same SQLite files, ``troth serve`` and Restate), so
-a change in the machine's load falls on all of them. The
-peers are installed on first use outside the repository (``peers.py``); every peer is
-set up before anything is measured, and one that cannot be is an error naming the flag
-that skips it (``--no-dbos``, ``--no-restate``), never a silent gap in the table. Figures
-on a small shared machine are noisy: compare ratios from one run, not numbers across runs.
+against each peer, and the issue-16 targets, met or not. ``--inline`` adds the two troth
+modes again with the step registered ``inline=True`` (run on the event loop, no thread
+hand-off), as rows of their own ("troth embedded inline", "troth remote inline").
+
+Each system runs in processes of its own (``sdk_troth.py``, ``sdk_dbos.py``,
+``sdk_restate.py``), case by case: every system runs a case in turn (one workload process
+each, the order reversed every other case) against a store that lives for the whole run (the
+same SQLite files, ``troth serve`` and Restate), so a change in the machine's load falls on
+all of them. The peers are installed on first use outside the repository (``peers.py``);
+every peer is set up before anything is measured, and one that cannot be is an error naming
+the flag that skips it (``--no-dbos``, ``--no-restate``), never a silent gap in the table.
+Figures on a small shared machine are noisy: compare ratios from one run, not numbers across
+runs.
 
 ``--metrics-cost`` measures instead what the SDK's opt-in metrics cost
 (``Troth(metrics=registry)``): the troth cases, embedded and remote (against one fresh
@@ -120,12 +124,12 @@ def summary(case: dict[str, Any]) -> dict[str, Any]:
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        f"{'system':<16} {'steps':>5} {'callers':>7} {'n':>5} {'wf/s':>8} {'steps/s':>8} "
+        f"{'system':<21} {'steps':>5} {'callers':>7} {'n':>5} {'wf/s':>8} {'steps/s':>8} "
         f"{'p50 ms':>8} {'p99 ms':>8}"
     ]
     for r in rows:
         lines.append(
-            f"{r['system']:<16} {r['steps']:>5} {r['callers']:>7} {r['n']:>5} {r['wf/s']:>8.1f} "
+            f"{r['system']:<21} {r['steps']:>5} {r['callers']:>7} {r['n']:>5} {r['wf/s']:>8.1f} "
             f"{r['steps/s']:>8.0f} {r['p50 ms']:>8.1f} {r['p99 ms']:>8.1f}"
         )
     return "\n".join(lines)
@@ -139,7 +143,7 @@ def ratios(rows: list[dict[str, Any]], peer: str) -> str:
     p50 and p99 latency (lower is better)."""
     base = {(r["steps"], r["callers"]): r for r in rows if r["system"].startswith(peer)}
     lines = [
-        f"{'troth / ' + PEERS[peer]:<16} {'steps':>5} {'callers':>7} {'wf/s x':>8} "
+        f"{'troth / ' + PEERS[peer]:<21} {'steps':>5} {'callers':>7} {'wf/s x':>8} "
         f"{'p50 x':>8} {'p99 x':>8}"
     ]
     for r in rows:
@@ -147,7 +151,7 @@ def ratios(rows: list[dict[str, Any]], peer: str) -> str:
         if b is None or not r["system"].startswith("troth"):
             continue
         lines.append(
-            f"{r['system']:<16} {r['steps']:>5} {r['callers']:>7} {r['wf/s'] / b['wf/s']:>8.2f} "
+            f"{r['system']:<21} {r['steps']:>5} {r['callers']:>7} {r['wf/s'] / b['wf/s']:>8.2f} "
             f"{r['p50 ms'] / b['p50 ms']:>8.2f} {r['p99 ms'] / b['p99 ms']:>8.2f}"
         )
     return "\n".join(lines)
@@ -469,6 +473,11 @@ def main() -> None:
     parser.add_argument("--no-restate", action="store_true", help="skip Restate")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument(
+        "--inline",
+        action="store_true",
+        help="also run the troth workloads with the step inline on the loop (own rows)",
+    )
+    parser.add_argument(
         "--replay-check-cost",
         action="store_true",
         help="troth only: the replay check as shipped against switched off, interleaved",
@@ -515,6 +524,8 @@ def main() -> None:
         server = Server(directory)
         running.callback(server.close)
         systems.append(([*troth, "remote", "--url", server.url], directory))
+        if args.inline:  # the same stores, the step registered with inline=True
+            systems += [([*command, "--inline"], cwd) for command, cwd in systems]
         if "dbos" in installed:
             scratch = directory / "dbos"
             scratch.mkdir()

@@ -82,7 +82,10 @@ async def main(args: argparse.Namespace) -> None:
     else:
         app = Troth(url=args.url, group="bench", metrics=registry)
     step = add_one_async if args.async_steps else add_one
+    if args.inline:
+        app.register(inline=True)(step)  # every ctx.run of the step runs on the loop
     workflows = build(app, step)
+    mode = f"{args.mode} inline" if args.inline else args.mode
     run_id = os.urandom(4).hex()  # ids unique across runs that share a database
     async with app:
         # Warm up: connections, SQLite pages, the thread pool, the SSE stream.
@@ -91,7 +94,7 @@ async def main(args: argparse.Namespace) -> None:
             for callers in args.callers:
                 tag = f"{run_id}-s{steps}-c{callers}"
                 figures = await measure(app, workflows[steps], steps, args.n, callers, tag)
-                case = {"system": "troth", "mode": args.mode, "steps": steps, "callers": callers}
+                case = {"system": "troth", "mode": mode, "steps": steps, "callers": callers}
                 print(json.dumps({**case, "n": args.n, **figures}), flush=True)
     if registry is not None:  # proof that the metrics counted: the runs they saw
         runs = sum(
@@ -113,6 +116,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--callers", type=lambda s: [int(c) for c in s.split(",")], default=[1, 16])
     parser.add_argument("--steps", type=lambda s: [int(c) for c in s.split(",")], default=[1, 10])
     parser.add_argument("--async-steps", action="store_true", help="async def steps, no thread")
+    parser.add_argument(
+        "--inline", action="store_true", help="the step on the loop: register(inline=True)"
+    )
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop")
     parser.add_argument("--metrics", action="store_true", help="Troth(metrics=a registry)")
     return parser.parse_args(argv)
