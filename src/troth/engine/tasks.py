@@ -134,8 +134,13 @@ def task_acquire(store: Store, req: TaskAcquireRequest, now: int) -> Reply:
     return _claimed(store, _acquire(store, task, req.pid, req.ttl, now), promise)
 
 
-def task_fence(store: Store, req: TaskFenceRequest, now: int) -> Reply:
-    """Run a promise.create or promise.settle only while the caller holds the task."""
+def task_fence(
+    store: Store, req: TaskFenceRequest, now: int, *, with_preload: bool = True
+) -> Reply:
+    """Run a promise.create or promise.settle only while the caller holds the task.
+
+    ``with_preload=False`` answers with an empty preload: embedded mode's SDK knows its
+    branch already (``troth.engine.dispatch.handle``); the wire never asks for it."""
     held = _held(store, req.id, req.version, TaskState.ACQUIRED, now)
     if isinstance(held, Reply):
         return held
@@ -146,7 +151,8 @@ def task_fence(store: Store, req: TaskFenceRequest, now: int) -> Reply:
     else:
         kind, inner = Kind.PROMISE_SETTLE, promise_settle(store, data, now)
     # Computed after the inner operation, so it may include the promise just settled.
-    return Reply(200, TaskFenceResult(kind, inner, preload(store, promise)))
+    branch = preload(store, promise) if with_preload else []
+    return Reply(200, TaskFenceResult(kind, inner, branch))
 
 
 def task_heartbeat(store: Store, req: TaskHeartbeatRequest, now: int) -> Reply:

@@ -109,10 +109,14 @@ class SqliteService:
 
     # -- the Service interface --------------------------------------------------------------
 
-    async def handle(self, request: Request, now: int) -> Reply:
+    async def handle(self, request: Request, now: int, *, fence_preload: bool = True) -> Reply:
+        """``Requests.handle``; embedded mode may leave out a fence's preload (see
+        ``troth.engine.dispatch.handle``)."""
         if request.kind in READ_ONLY:
             return await self._read(lambda store: handle(store, request, now))
-        return await self._write(lambda store: handle(store, request, now))
+        return await self._write(
+            lambda store: handle(store, request, now, fence_preload=fence_preload)
+        )
 
     async def fire_due(self, now: int) -> int:
         """Fire due timeouts in firing order until none is due at ``now``, a bounded slice
