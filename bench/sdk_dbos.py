@@ -15,11 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
+from callers import drive, sessionless
 from dbos import DBOS, SetWorkflowID
 
 
@@ -51,37 +50,13 @@ WORKFLOWS: dict[int, Callable[[int], int]] = {1: one_step, 10: ten_steps, 100: h
 
 
 def measure(fn: Callable[[int], int], steps: int, n: int, callers: int, tag: str) -> dict:
-    latencies: list[float] = []
-    indices = iter(range(n))
-    lock = threading.Lock()
-    errors: list[BaseException] = []
+    def call(i: int) -> None:
+        with SetWorkflowID(f"{tag}-{i}"):
+            result = fn(i)
+        if result != i + steps:
+            raise AssertionError(f"{tag}-{i} answered {result}, expected {i + steps}")
 
-    def caller() -> None:
-        try:
-            while True:
-                with lock:
-                    i = next(indices, None)
-                if i is None:
-                    return
-                begun = time.perf_counter()
-                with SetWorkflowID(f"{tag}-{i}"):
-                    result = fn(i)
-                latencies.append(time.perf_counter() - begun)
-                if result != i + steps:
-                    raise AssertionError(f"{tag}-{i} answered {result}, expected {i + steps}")
-        except BaseException as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=caller) for _ in range(callers)]
-    begun = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - begun
-    if errors:
-        raise errors[0]
-    return {"seconds": elapsed, "latencies": latencies}
+    return drive(n, callers, sessionless(call))
 
 
 def main(args: argparse.Namespace) -> None:

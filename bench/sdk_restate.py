@@ -21,14 +21,15 @@ server's and the service's.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
-import threading
-import time
+from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import restate
+from callers import Call, drive
 
 service = restate.Service("bench")
 
@@ -67,44 +68,27 @@ HANDLERS = {1: "one_step", 10: "ten_steps", 100: "hundred_steps"}
 def measure(ingress: str, steps: int, n: int, callers: int, tag: str) -> dict:
     address = urlsplit(ingress)
     path = f"/bench/{HANDLERS[steps]}"
-    latencies: list[float] = []
-    indices = iter(range(n))
-    lock = threading.Lock()
-    errors: list[BaseException] = []
 
-    def caller() -> None:
+    @contextlib.contextmanager
+    def session() -> Iterator[Call]:
         connection = http.client.HTTPConnection(address.hostname, address.port, timeout=60)
+
+        def call(i: int) -> None:
+            headers = {"content-type": "application/json", "idempotency-key": f"{tag}-{i}"}
+            connection.request("POST", path, json.dumps(i), headers)
+            response = connection.getresponse()
+            body = response.read()
+            if response.status != 200:
+                raise AssertionError(f"{tag}-{i}: HTTP {response.status} {body[:500]!r}")
+            if json.loads(body) != i + steps:
+                raise AssertionError(f"{tag}-{i} answered {body!r}, expected {i + steps}")
+
         try:
-            while True:
-                with lock:
-                    i = next(indices, None)
-                if i is None:
-                    return
-                headers = {"content-type": "application/json", "idempotency-key": f"{tag}-{i}"}
-                begun = time.perf_counter()
-                connection.request("POST", path, json.dumps(i), headers)
-                response = connection.getresponse()
-                body = response.read()
-                latencies.append(time.perf_counter() - begun)
-                if response.status != 200:
-                    raise AssertionError(f"{tag}-{i}: HTTP {response.status} {body[:500]!r}")
-                if json.loads(body) != i + steps:
-                    raise AssertionError(f"{tag}-{i} answered {body!r}, expected {i + steps}")
-        except BaseException as e:
-            errors.append(e)
+            yield call
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=caller) for _ in range(callers)]
-    begun = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - begun
-    if errors:
-        raise errors[0]
-    return {"seconds": elapsed, "latencies": latencies}
+    return drive(n, callers, session)
 
 
 def main(args: argparse.Namespace) -> None:
