@@ -16,6 +16,12 @@ off, off, on, ...) so that the machine's drift falls on both, the best turn of e
 the metric hooks of one request timed in-process, against the server's CPU per request.
 Load comes from client processes of their own (``loadgen.py``). Figures on a small shared
 machine are noisy: compare ratios from one run, not absolute numbers across runs.
+
+``--ratio`` measures only issue 16's figure, promise create+settle at 64 connections as a
+share of the echo's round trips, in ``--turns`` turns (echo, troth, echo, troth, ...) against
+one echo and one ``troth serve`` started once, each turn's ratio and their median. Serve
+another tree with ``--src PATH`` (its ``src``; the echo is then served by that tree's
+uvicorn options too), say a worktree of an older commit, for a before/after in one session.
 """
 
 from __future__ import annotations
@@ -97,8 +103,8 @@ def _free_port() -> int:
 class Served:
     """A server process, started and waited for; stopped on exit."""
 
-    def __init__(self, argv: list[str], port: int) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    def __init__(self, argv: list[str], port: int, src: Path = ROOT / "src") -> None:
+        env = {**os.environ, "PYTHONPATH": str(src)}
         self.port = port
         self.process = subprocess.Popen(argv, env=env, cwd=ROOT)
         deadline = time.monotonic() + 20
@@ -268,6 +274,39 @@ def hook_seconds(rounds: int = 100_000) -> float:
     return (time.process_time() - started) / rounds
 
 
+def ratio(args: Any) -> None:
+    """Create+settle at ``args.connections`` as a share of the echo's round trips, in turns."""
+    python, src, conns = sys.executable, Path(args.src).resolve(), args.connections
+    ratios = []
+    with tempfile.TemporaryDirectory(prefix="troth-bench-") as tmp, contextlib.ExitStack() as stack:
+        port = _free_port()
+        echo = stack.enter_context(
+            Served([python, str(ROOT / "bench" / "echo.py"), str(port)], port, src)
+        )
+        port = _free_port()
+        argv = [python, "-m", "troth", "serve", "--host", "127.0.0.1", "--port", str(port)]
+        argv += ["--db", str(Path(tmp) / "serve.db"), "--log-level", "warning"]
+        troth = stack.enter_context(Served(argv, port, src))
+        for turn in range(args.turns):
+            e = measure(echo, echo_op, conns, args)
+            t = measure(troth, promise_op, conns, args)
+            es, ts = e["summary"], t["summary"]
+            ratios.append(ts.round_trips_per_s / es.round_trips_per_s)
+            print(
+                f"turn {turn + 1}: echo {es.round_trips_per_s:.0f} req/s"
+                f" ({1e6 * e['server_cpu'] / es.round_trips_per_s:.0f} us cpu/req),"
+                f" create+settle {ts.round_trips_per_s:.0f} req/s"
+                f" ({1e6 * t['server_cpu'] / ts.round_trips_per_s:.0f} us cpu/req,"
+                f" {t['server_cpu']:.0%} of a core): {ratios[-1]:.2f}x",
+                flush=True,
+            )
+    ratios.sort()
+    print(
+        f"create+settle @{conns} / echo @{conns}: median {ratios[len(ratios) // 2]:.2f}x"
+        f" (turns {', '.join(f'{r:.2f}' for r in ratios)}; src {src})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="short runs (about a minute)")
@@ -275,10 +314,15 @@ def main() -> None:
     parser.add_argument("--procs", type=int, default=2, help="client processes at 64 conns")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--turns", type=int, default=3, help="turns of metrics on and off")
+    parser.add_argument("--ratio", action="store_true", help="create+settle / echo only")
+    parser.add_argument("--src", default=str(ROOT / "src"), help="the troth tree to serve")
     args = parser.parse_args()
     if args.duration is None:
         args.duration = 2.0 if args.quick else 5.0
     args.warmup = 10 if args.quick else 30
+    if args.ratio:
+        ratio(args)
+        return
     levels = (1, args.connections)
     python = sys.executable
     rows: list[tuple[str, dict]] = []
