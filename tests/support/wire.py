@@ -21,7 +21,8 @@ TARGET = "poll://any@workers"
 
 HEAD: dict[str, Any] = {"corrId": CORR, "version": VERSION}
 
-# One valid ``data`` per kind (docs/references.md#request-kinds). The task id is "p"
+# One valid ``data`` per kind (docs/references.md#request-kinds, and troth's task.fences:
+# docs/semantics.md, "Batched fences"). The task id is "p"
 # throughout so that awaited/fenced ids in the same origin are its child "p:1" (ids:
 # ``<origin>:<lineage>``).
 VALID: dict[str, dict[str, Any]] = {
@@ -63,6 +64,14 @@ VALID: dict[str, dict[str, Any]] = {
         "id": "p",
         "version": 1,
         "action": {"kind": "promise.create", "data": {"id": "p:1", "timeoutAt": 1000}},
+    },
+    "task.fences": {
+        "id": "p",
+        "version": 1,
+        "actions": [
+            {"kind": "promise.create", "head": {}, "data": {"id": "p:1", "timeoutAt": 1000}},
+            {"kind": "promise.settle", "head": {}, "data": {"id": "p:1", "state": "resolved"}},
+        ],
     },
     "task.heartbeat": {"pid": "w1", "tasks": [{"id": "p", "version": 1}]},
     "task.halt": {"id": "p"},

@@ -25,6 +25,7 @@ HANDLERS: dict[Kind, Handler] = {
     Kind.TASK_CREATE: tasks.task_create,
     Kind.TASK_ACQUIRE: tasks.task_acquire,
     Kind.TASK_FENCE: tasks.task_fence,
+    Kind.TASK_FENCES: tasks.task_fences,
     Kind.TASK_HEARTBEAT: tasks.task_heartbeat,
     Kind.TASK_SUSPEND: tasks.task_suspend,
     Kind.TASK_FULFILL: tasks.task_fulfill,

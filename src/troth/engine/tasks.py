@@ -1,6 +1,7 @@
 """The task handlers: T-01 get, T-02 create, T-03 acquire, T-04 fence, T-05 heartbeat,
 T-06 suspend, T-07 fulfill, T-08 release, T-09 halt, T-10 continue
-(Lean ``spec/02-actions/T-*.lean``, docs/references.md#the-abstract-machine)."""
+(Lean ``spec/02-actions/T-*.lean``, docs/references.md#the-abstract-machine), and troth's
+``task.fences`` (a sequence of T-04)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from troth.protocol.requests import (
     TaskContinueRequest,
     TaskCreateRequest,
     TaskFenceRequest,
+    TaskFencesRequest,
     TaskFulfillRequest,
     TaskGetRequest,
     TaskHaltRequest,
@@ -33,6 +35,7 @@ from troth.protocol.responses import (
     Reply,
     TaskClaimResponse,
     TaskFenceResult,
+    TaskFencesResult,
     TaskGetResponse,
     TaskSuspendedResponse,
 )
@@ -153,6 +156,23 @@ def task_fence(
     # Computed after the inner operation, so it may include the promise just settled.
     branch = preload(store, promise) if with_preload else []
     return Reply(200, TaskFenceResult(kind, inner, branch))
+
+
+def task_fences(store: Store, req: TaskFencesRequest, now: int) -> Reply:
+    """troth's extension: ``task.fence {id, version, action}`` for each action in order, at
+    one instant, in the caller's one transaction; no fence computes a preload (the caller
+    learns its own writes from the replies). A fence refused (404, 409) does not stop the
+    ones after it, exactly as the separate requests would not."""
+    fences = []
+    for action in req.actions:
+        fenced = task_fence(
+            store, TaskFenceRequest(req.id, req.version, action), now, with_preload=False
+        )
+        # Each reply as the wire carries it: a refusal with the message task.fence words.
+        if fenced.status != 200:
+            fenced = Reply(fenced.status, Kind.TASK_FENCE.message(fenced.status))
+        fences.append(fenced)
+    return Reply(200, TaskFencesResult(fences))
 
 
 def task_heartbeat(store: Store, req: TaskHeartbeatRequest, now: int) -> Reply:

@@ -1,8 +1,10 @@
-"""The reference server's extensions to the Lean machine: search and preload.
+"""The extensions to the Lean machine: the reference server's search and preload, and
+troth's ``task.fences``.
 
 Lean answers the three searches with 501 and leaves every ``preload`` empty. troth defines
 both in docs/semantics.md; they live here, apart from the transliterated handlers, and read
-stored state only (no projection).
+stored state only (no projection). ``task.fences`` is defined there as a sequence of Lean's
+own T-04, and is built here from it.
 """
 
 from __future__ import annotations
@@ -12,12 +14,16 @@ from typing import TypeVar
 
 import msgspec
 
+from troth.oracle import tasks
 from troth.oracle.state import ServerState
+from troth.protocol.kinds import Kind
 from troth.protocol.limits import MAX_PAGE_BYTES, record_bytes
 from troth.protocol.records import BRANCH, PromiseRecord, PromiseState, Tags, TaskState
 from troth.protocol.requests import (
     PromiseSearchRequest,
     ScheduleSearchRequest,
+    TaskFenceRequest,
+    TaskFencesRequest,
     TaskSearchRequest,
 )
 from troth.protocol.responses import (
@@ -26,6 +32,7 @@ from troth.protocol.responses import (
     ScheduleSearchResponse,
     TaskClaimResponse,
     TaskFenceResult,
+    TaskFencesResult,
     TaskSearchResponse,
     TaskSuspendedResponse,
 )
@@ -82,6 +89,23 @@ def schedule_search(s: ServerState, req: ScheduleSearchRequest, now: int) -> Rep
     rows = [sch for sch in s.schedules if _contains(sch.promise_tags, req.tags)]
     page, cursor = _page(rows, lambda r: r.id, req.limit, req.cursor)
     return Reply(200, ScheduleSearchResponse(page, cursor))
+
+
+# -- task.fences ----------------------------------------------------------------------------
+
+
+def task_fences(s: ServerState, req: TaskFencesRequest, now: int) -> Reply:
+    """The standard ``task.fence {id, version, action}`` of each action, in order, at one
+    instant, each answered as that request would be with its preload left empty (no
+    ``with_preload``); a refused fence (its message as the wire words it) does not stop the
+    next."""
+    fences = []
+    for action in req.actions:
+        reply = tasks.task_fence(s, TaskFenceRequest(req.id, req.version, action), now)
+        if reply.status != 200:
+            reply = Reply(reply.status, Kind.TASK_FENCE.message(reply.status))
+        fences.append(reply)
+    return Reply(200, TaskFencesResult(fences))
 
 
 # -- preload --------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ HANDLERS: dict[Kind, Handler] = {
     Kind.TASK_CREATE: tasks.task_create,
     Kind.TASK_ACQUIRE: tasks.task_acquire,
     Kind.TASK_FENCE: tasks.task_fence,
+    Kind.TASK_FENCES: extensions.task_fences,
     Kind.TASK_HEARTBEAT: tasks.task_heartbeat,
     Kind.TASK_SUSPEND: tasks.task_suspend,
     Kind.TASK_FULFILL: tasks.task_fulfill,

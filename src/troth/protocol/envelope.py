@@ -15,8 +15,14 @@ import msgspec
 
 from troth.protocol.kinds import FENCE_ACTIONS, Kind, failed
 from troth.protocol.records import Millis, NonEmpty, NonNegative
-from troth.protocol.requests import Data, FenceAction, TaskFenceRequest
-from troth.protocol.responses import Reply, TaskFenceResponse, TaskFenceResult
+from troth.protocol.requests import Data, FenceAction, TaskFenceRequest, TaskFencesRequest
+from troth.protocol.responses import (
+    Reply,
+    TaskFenceResponse,
+    TaskFenceResult,
+    TaskFencesResponse,
+    TaskFencesResult,
+)
 
 VERSION = "2026-04-01"
 
@@ -68,6 +74,12 @@ class _RawFence(msgspec.Struct, frozen=True):
     action: _RawFenceAction
 
 
+class _RawFences(msgspec.Struct, frozen=True):
+    id: NonEmpty
+    version: NonNegative
+    actions: list[_RawFenceAction]
+
+
 class ResponseHead(msgspec.Struct, frozen=True, rename="camel"):
     corr_id: str
     status: int
@@ -96,7 +108,13 @@ class _ReadEnvelope(msgspec.Struct, frozen=True):
 
 _envelope_decoder = msgspec.json.Decoder(_Envelope)
 _raw_fence_decoder = msgspec.json.Decoder(_RawFence)
-_decoders = {kind: msgspec.json.Decoder(kind.data) for kind in Kind if kind != Kind.TASK_FENCE}
+_raw_fences_decoder = msgspec.json.Decoder(_RawFences)
+# The fence kinds' data nests actions of two kinds, read by ``_NESTED`` instead.
+_decoders: dict[Kind, msgspec.json.Decoder[Any]] = {
+    kind: msgspec.json.Decoder(kind.data)
+    for kind in Kind
+    if kind not in (Kind.TASK_FENCE, Kind.TASK_FENCES)
+}
 # Keyed by wire name (a ``Kind`` is one), as the raw names read off the wire look them up.
 _action_decoders: dict[str, msgspec.json.Decoder[Any]] = {
     kind: msgspec.json.Decoder(t) for kind, t in FENCE_ACTIONS.items()
@@ -182,7 +200,8 @@ def decode_data(envelope: Envelope, admit: Callable[[Data], None] | None = None)
         raise BadRequest(f"Unknown operation: {envelope.kind}", envelope.kind, corr_id)
     try:
         raw = envelope.data
-        data = _decode_fence(raw) if kind == Kind.TASK_FENCE else _decoders[kind].decode(raw)
+        nested = _NESTED.get(kind)
+        data = nested(raw) if nested is not None else _decoders[kind].decode(raw)
     except msgspec.DecodeError as e:
         raise BadRequest(f"Invalid request: {e}", kind, corr_id) from None
     except RecursionError:
@@ -196,22 +215,40 @@ def decode_data(envelope: Envelope, admit: Callable[[Data], None] | None = None)
 
 def _decode_fence(raw: bytes) -> TaskFenceRequest:
     fence = _raw_fence_decoder.decode(raw)
-    decoder = _action_decoders.get(fence.action.kind)
+    return TaskFenceRequest(fence.id, fence.version, _decode_action(fence.action, "$.action"))
+
+
+def _decode_fences(raw: bytes) -> TaskFencesRequest:
+    fences = _raw_fences_decoder.decode(raw)
+    actions = [_decode_action(a, f"$.actions[{i}]") for i, a in enumerate(fences.actions)]
+    return TaskFencesRequest(fences.id, fences.version, actions)
+
+
+def _decode_action(action: _RawFenceAction, where: str) -> FenceAction:
+    """A fenced action, read by its kind; ``where`` locates it in the request's data."""
+    decoder = _action_decoders.get(action.kind)
     if decoder is None:
         raise msgspec.ValidationError(
-            f"Invalid fence action kind {fence.action.kind!r}: "
-            f"use one of {sorted(map(str, FENCE_ACTIONS))} - at `$.action.kind`"
+            f"Invalid fence action kind {action.kind!r}: "
+            f"use one of {sorted(map(str, FENCE_ACTIONS))} - at `{where}.kind`"
         )
     try:
-        action_data = decoder.decode(fence.action.data)
+        data = decoder.decode(action.data)
     except msgspec.ValidationError as e:
         # msgspec locates errors from the root of the inner document, and says nothing at all
         # when the root itself is wrong; re-root the location so the message names the field.
         message, at, path = str(e).rpartition(" - at `$")
         if not at:
             message, path = str(e), "`"
-        raise msgspec.ValidationError(f"{message} - at `$.action.data{path}") from None
-    return TaskFenceRequest(fence.id, fence.version, FenceAction(fence.action.kind, action_data))
+        raise msgspec.ValidationError(f"{message} - at `{where}.data{path}") from None
+    return FenceAction(action.kind, data)
+
+
+_NESTED: dict[Kind, Callable[[bytes], Data]] = {
+    Kind.TASK_FENCE: _decode_fence,
+    Kind.TASK_FENCES: _decode_fences,
+}
+"""The kinds whose data nests actions of several kinds, each read by its own kind."""
 
 
 def encode_request(
@@ -240,6 +277,8 @@ def _wire_body(body: Any, corr_id: str) -> Any:
     if isinstance(body, TaskFenceResult):
         inner = response_envelope(body.kind, corr_id, body.inner)
         return {"action": inner, "preload": body.preload}
+    if isinstance(body, TaskFencesResult):
+        return {"fences": [response_envelope(Kind.TASK_FENCE, corr_id, f) for f in body.fences]}
     return body
 
 
@@ -263,7 +302,8 @@ class Response(NamedTuple):
 def decode_response(body: bytes | str) -> Response:
     """A response envelope as the typed reply of its kind: a success's ``data`` as the
     kind's response type (``Kind.responses``; a fence's nested action read the same way,
-    into a ``TaskFenceResult``), an error's as its message. ``msgspec.DecodeError`` if it is
+    into a ``TaskFenceResult``, and each fence of a ``task.fences`` into a
+    ``TaskFencesResult``), an error's as its message. ``msgspec.DecodeError`` if it is
     not the answer of a known kind."""
     envelope = _response_decoder.decode(body)
     return Response(envelope.kind, envelope.head.corr_id, _reply(envelope))
@@ -280,4 +320,6 @@ def _reply(envelope: _ReadEnvelope) -> Reply:
     if isinstance(data, TaskFenceResponse):
         action = _response_decoder.decode(data.action)
         data = TaskFenceResult(action.kind, _reply(action), data.preload)
+    elif isinstance(data, TaskFencesResponse):
+        data = TaskFencesResult([_reply(_response_decoder.decode(f)) for f in data.fences])
     return Reply(status, data)

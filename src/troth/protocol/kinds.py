@@ -1,5 +1,6 @@
-"""The 26 request kinds, and what each one is: its data type, its extra checks, the typed
-responses of its success statuses, and the messages of its error statuses.
+"""The 27 request kinds (the protocol's 26 and troth's ``task.fences``), and what each one
+is: its data type, its extra checks, the typed responses of its success statuses, and the
+messages of its error statuses.
 
 ``Kind`` is a ``StrEnum``: a member is its wire name (``Kind.PROMISE_CREATE ==
 "promise.create"``), so it goes into an envelope, a dict key or a log line as the string
@@ -32,6 +33,7 @@ class Kind(StrEnum):
     TASK_FULFILL = "task.fulfill"
     TASK_SUSPEND = "task.suspend"
     TASK_FENCE = "task.fence"
+    TASK_FENCES = "task.fences"
     TASK_HEARTBEAT = "task.heartbeat"
     TASK_HALT = "task.halt"
     TASK_CONTINUE = "task.continue"
@@ -162,6 +164,8 @@ _SPECS: dict[Kind, _Spec] = {
     ),
     # The wire form; ``envelope.decode_response`` reads its nested action by the action's kind.
     Kind.TASK_FENCE: _Spec(rq.TaskFenceRequest, _ok(rs.TaskFenceResponse), v.task_fence, _TASK),
+    # troth's extension; each fence's reply is read as a task.fence response envelope.
+    Kind.TASK_FENCES: _Spec(rq.TaskFencesRequest, _ok(rs.TaskFencesResponse), v.task_fences),
     Kind.TASK_HEARTBEAT: _Spec(rq.TaskHeartbeatRequest, _ok(rs.Empty), v.task_heartbeat),
     Kind.TASK_HALT: _Spec(
         rq.TaskHaltRequest,
@@ -190,7 +194,7 @@ _SPECS: dict[Kind, _Spec] = {
     Kind.DEBUG_TICK: _Spec(rq.DebugTickRequest, _ok(list[Any])),
 }
 
-# The kinds whose fenced action may be nested in task.fence.
+# The kinds whose fenced action may be nested in task.fence (and task.fences).
 FENCE_ACTIONS: dict[Kind, type[rq.PromiseCreateRequest | rq.PromiseSettleRequest]] = {
     Kind.PROMISE_CREATE: rq.PromiseCreateRequest,
     Kind.PROMISE_SETTLE: rq.PromiseSettleRequest,

@@ -41,6 +41,9 @@ MAX_FILTERS = 16
 """Tag filters in one ``promise.search`` or ``schedule.search``."""
 MAX_PAGE_BYTES = 1024 * 1024
 """JSON bytes of the records of one search page; a page always holds its first record."""
+MAX_FENCES = 100
+"""Fence actions in one ``task.fences`` batch (troth's extension): one engine pass and one
+commit each, so a batch is bounded like the rest of a request."""
 
 # C0 controls and DEL: never part of an id a client mints, and each would be escaped to six
 # bytes in the outbox key. NUL is among them.

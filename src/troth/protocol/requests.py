@@ -142,6 +142,15 @@ class TaskFenceRequest(Data):
     action: FenceAction
 
 
+class TaskFencesRequest(Data):
+    """troth's extension: ``task.fence {id, version, action}`` for each action, in order, as
+    one request (docs/semantics.md, "Batched fences")."""
+
+    id: NonEmpty
+    version: NonNegative
+    actions: list[FenceAction]
+
+
 class TaskHeartbeatRequest(Data):
     pid: NonEmpty
     tasks: list[TaskRef]

@@ -76,6 +76,20 @@ class TaskFenceResponse(Record):
     preload: list[PromiseRecord]
 
 
+class TaskFencesResult(NamedTuple):
+    """A ``task.fences`` body: the reply of each fence, in order, as ``task.fence`` answers
+    it (a 200 with a ``TaskFenceResult`` whose preload is empty, or an error status with its
+    message). On the wire each is a whole ``task.fence`` response envelope."""
+
+    fences: list[Reply]
+
+
+class TaskFencesResponse(Record):
+    """A ``task.fences`` body as JSON: each fence's response envelope, still raw."""
+
+    fences: list[msgspec.Raw]
+
+
 class TaskSearchResponse(Record):
     tasks: list[TaskRecord]
     cursor: str | None = None

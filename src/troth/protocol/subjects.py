@@ -22,6 +22,7 @@ from troth.protocol.requests import (
     TaskContinueRequest,
     TaskCreateRequest,
     TaskFenceRequest,
+    TaskFencesRequest,
     TaskFulfillRequest,
     TaskGetRequest,
     TaskHaltRequest,
@@ -46,11 +47,15 @@ def subject_ids(data: Data) -> dict[str, str]:
             return {TASK_ID: data.action.data.id}  # a task's id is its promise's
         case TaskFenceRequest():
             return {TASK_ID: data.id, PROMISE_ID: data.action.data.id}
+        case TaskFencesRequest() if len({action.data.id for action in data.actions}) == 1:
+            # One promise's fences (a step created and settled): about it, as one fence is.
+            return {TASK_ID: data.id, PROMISE_ID: data.actions[0].data.id}
         case (
             TaskGetRequest()
             | TaskAcquireRequest()
             | TaskReleaseRequest()
             | TaskFulfillRequest()
+            | TaskFencesRequest()
             | TaskSuspendRequest()
             | TaskHaltRequest()
             | TaskContinueRequest()

@@ -19,6 +19,7 @@ from typing import Any
 from troth.protocol import addresses, cron
 from troth.protocol.ids import ORIGIN_SEP, child_id, descends, origin
 from troth.protocol.limits import (
+    MAX_FENCES,
     MAX_FILTERS,
     MAX_ID_BYTES,
     address_errors,
@@ -31,10 +32,12 @@ from troth.protocol.requests import (
     PromiseCreateRequest,
     PromiseRegisterCallbackRequest,
     PromiseRegisterListenerRequest,
+    PromiseSettleRequest,
     ScheduleCreateRequest,
     TaskAcquireRequest,
     TaskCreateRequest,
     TaskFenceRequest,
+    TaskFencesRequest,
     TaskFulfillRequest,
     TaskHeartbeatRequest,
     TaskSuspendRequest,
@@ -131,14 +134,34 @@ def task_suspend(req: TaskSuspendRequest) -> list[str]:
 
 
 def task_fence(req: TaskFenceRequest) -> list[str]:
-    data = req.action.data
+    return id_errors("id", req.id) or _fenced(req.id, req.action.data, "action.data.")
+
+
+def task_fences(req: TaskFencesRequest) -> list[str]:
+    """Every fence of the batch judged as ``task.fence`` judges its own, each error naming
+    its action; one error refuses the whole batch."""
+    if not req.actions:
+        return ["actions must not be empty"]
+    if len(req.actions) > MAX_FENCES:
+        return [f"actions has {len(req.actions)} entries: the limit is {MAX_FENCES}"]
     if errors := id_errors("id", req.id):
         return errors
-    if data.id == req.id:
-        return ["action.data.id must not equal the task id"]
+    return [
+        error
+        for i, action in enumerate(req.actions)
+        for error in _fenced(req.id, action.data, f"actions[{i}].data.")
+    ]
+
+
+def _fenced(
+    task_id: str, data: PromiseCreateRequest | PromiseSettleRequest, where: str
+) -> list[str]:
+    """The checks of one fenced action: not the task's own promise, then its kind's."""
+    if data.id == task_id:
+        return [f"{where}id must not equal the task id"]
     if isinstance(data, PromiseCreateRequest):
-        return promise_create(data, "action.data.")
-    return id_errors("action.data.id", data.id)
+        return promise_create(data, where)
+    return id_errors(f"{where}id", data.id)
 
 
 def task_heartbeat(req: TaskHeartbeatRequest) -> list[str]:

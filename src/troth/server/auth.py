@@ -51,6 +51,7 @@ from troth.protocol.requests import (
     TaskContinueRequest,
     TaskCreateRequest,
     TaskFenceRequest,
+    TaskFencesRequest,
     TaskFulfillRequest,
     TaskGetRequest,
     TaskHaltRequest,
@@ -304,6 +305,9 @@ def touched_ids(data: Data) -> list[str] | None:
         return [data.id, data.action.data.id]
     if isinstance(data, TaskFenceRequest):
         return [data.id, data.action.data.id]
+    if isinstance(data, TaskFencesRequest):
+        # The ids of every fence of the batch: allowed when each fence alone would be.
+        return [data.id, *(action.data.id for action in data.actions)]
     if isinstance(data, TaskSuspendRequest):
         callbacks = [id for a in data.actions for id in (a.data.awaited, a.data.awaiter)]
         return [data.id, *callbacks]

@@ -25,6 +25,7 @@ from troth.protocol.requests import (
     PromiseCreateRequest,
     TaskCreateRequest,
     TaskFenceRequest,
+    TaskFencesRequest,
     TaskHeartbeatRequest,
     TaskSuspendRequest,
 )
@@ -34,7 +35,8 @@ from troth.protocol.subjects import PROMISE_ID, SCHEDULE_ID, TASK_ID, subject_id
 KIND = "troth.kind"
 ID = "troth.id"  # the promise, task or schedule the request is about
 STATUS = "troth.status"
-BATCH = "troth.batch_size"  # the callbacks of a task.suspend, the tasks of a heartbeat
+# The callbacks of a task.suspend, the fences of a task.fences, the tasks of a heartbeat.
+BATCH = "troth.batch_size"
 
 _CONTEXT_HEADERS = {b"traceparent", b"tracestate"}  # the W3C trace context, as ASGI names it
 
@@ -89,6 +91,11 @@ def _created(data: Data) -> PromiseCreateRequest | None:
         return data.action.data
     if isinstance(data, TaskFenceRequest) and isinstance(data.action.data, PromiseCreateRequest):
         return data.action.data
+    if isinstance(data, TaskFencesRequest):
+        # The first promise a batch creates, as if its fences had come one by one.
+        for action in data.actions:
+            if isinstance(action.data, PromiseCreateRequest):
+                return action.data
     return None
 
 
@@ -97,7 +104,7 @@ def _about(data: Data) -> dict[str, str | int]:
     task), as the log lines name it (``troth.protocol.subjects``), and its batch size where
     it carries a batch."""
     batch: dict[str, str | int] = {}
-    if isinstance(data, TaskSuspendRequest):
+    if isinstance(data, TaskSuspendRequest | TaskFencesRequest):
         batch = {BATCH: len(data.actions)}
     elif isinstance(data, TaskHeartbeatRequest):
         batch = {BATCH: len(data.tasks)}

@@ -51,6 +51,7 @@ from troth.protocol.requests import (
     ScheduleCreateRequest,
     TaskCreateRequest,
     TaskFenceRequest,
+    TaskFencesRequest,
 )
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -281,6 +282,10 @@ def push_addresses(data: Data) -> Iterator[tuple[str, str]]:
     elif isinstance(data, TaskCreateRequest | TaskFenceRequest):
         if isinstance(created := data.action.data, PromiseCreateRequest):
             yield from _tag(created.tags, "action.data.tags")
+    elif isinstance(data, TaskFencesRequest):
+        for i, action in enumerate(data.actions):
+            if isinstance(created := action.data, PromiseCreateRequest):
+                yield from _tag(created.tags, f"actions[{i}].data.tags")
     elif isinstance(data, ScheduleCreateRequest):
         yield from _tag(data.promise_tags, "promiseTags")
     elif isinstance(data, PromiseRegisterListenerRequest):
