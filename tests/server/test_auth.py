@@ -338,6 +338,47 @@ def test_a_scoped_token_cannot_touch_another_prefix(
     assert admin.ok("promise.get", {"id": other + "victim"})["promise"] == victim
 
 
+def _fences(task: str, *settled: str) -> dict[str, Any]:
+    """A task.fences creating and settling each of ``settled`` at the task's version 1."""
+    head = {"corrId": "x", "version": VERSION}
+    actions = []
+    for id in settled:
+        actions.append(
+            {"kind": "promise.create", "head": head, "data": {"id": id, "timeoutAt": FAR}}
+        )
+        actions.append(
+            {"kind": "promise.settle", "head": head, "data": {"id": id, "state": "resolved"}}
+        )
+    return {"id": task, "version": 1, "actions": actions}
+
+
+def test_a_batch_of_fences_is_allowed_only_when_each_of_its_fences_is(
+    secured: TrothServer, admin: Client, keys: Keys, tenant: str
+) -> None:
+    other = tenant[:-1] + "b"
+    victim = create(admin, other + "victim")
+    mine = Client(secured, token(keys.rsa, prefix=tenant))
+    created = {"id": tenant + "t", "timeoutAt": FAR, "tags": TARGET}
+    action = {"kind": "promise.create", "head": {"corrId": "x", "version": VERSION}}
+    mine.ok("task.create", {"pid": "p", "ttl": 60_000, "action": {**action, "data": created}})
+    answer = mine.ok("task.fences", _fences(tenant + "t", tenant + "t.0"))
+    assert [f["head"]["status"] for f in answer["fences"]] == [200, 200]
+    before = admin.ok("debug.snap")
+
+    # One fence of the batch reaching outside the prefix refuses the whole batch.
+    batch = _fences(tenant + "t", tenant + "t.1", other + "victim")
+    assert mine.call("task.fences", batch) == (403, "Forbidden")
+    # A task outside the prefix, whatever its fences name.
+    assert mine.call("task.fences", _fences(other + "victim", tenant + "t.1")) == (403, "Forbidden")
+    for stranger in (Client(secured, None), Client(secured, STATIC[:-1], "header")):
+        assert stranger.call("task.fences", _fences(tenant + "t", tenant + "t.1")) == (
+            401,
+            "Unauthorized",
+        )
+    assert admin.ok("debug.snap") == before
+    assert admin.ok("promise.get", {"id": other + "victim"})["promise"] == victim
+
+
 def test_a_token_with_neither_role_nor_a_string_prefix_may_do_nothing(
     secured: TrothServer, keys: Keys, tenant: str
 ) -> None:
