@@ -70,6 +70,7 @@ from troth.sdk.options import (
     deadline_tags,
     options,
 )
+from troth.sdk.recording import START_AFTER, Settle, Start
 from troth.sdk.registry import function_name, invocation_data, takes_context
 from troth.sdk.replay import Call, digest
 from troth.sdk.retry import Never, RetryPolicy, default_policy, next_retry
@@ -294,6 +295,7 @@ class Context(Calls):
         *,
         attempt: int = 1,
         shielded: bool = False,
+        start: Start | None = None,
     ) -> None:
         self._execution = execution
         self._seq = 0
@@ -306,6 +308,9 @@ class Context(Calls):
         self._opts = Options()
         self._inherited_shield = shielded  # a durable function run from inside a shield
         self._shields = 0
+        # A durable step that runs before it is recorded: recorded before its first child,
+        # so that no record's parent is missing (``troth.sdk.recording``).
+        self._unrecorded = start
 
     def options(self, **given: Unpack[CallOptions]) -> CallsWith:
         """The durable calls (``run``, ``rpc``, ``detached``) made with these options (see
@@ -415,21 +420,21 @@ class Context(Calls):
         task = self._execution.spawn(self._local(step), step=True)
         return DurableFuture(self._execution, step.id, task, hint)
 
+    async def _recorded(self) -> None:
+        """This context's own promise exists before any of its children is written."""
+        if self._unrecorded is not None:
+            await self._unrecorded.send()
+
     async def _local(self, step: Step) -> PromiseRecord:
         execution = self._execution
+        await self._recorded()
         id = step.id
         record = execution.recorded(id)
         if record is None:
-            tags = self._tags(id, "local", step.call, own_branch=False)
-            tags[RUN_TAG] = execution.run_id
-            tags.update(step.opts.tags)
-            if execution.canceled(step.shielded) is not None:
-                tags[CANCELED_TAG] = "true"  # refused, in this run and every replay
-            param = execution.runtime.codec.encode({"func": step.call.name or step.call.kind})
-            now = execution.runtime.clock.now()
-            at, source = deadline(now, step.timeouts, self.timeout_at)
-            tags.update(deadline_tags(source))
-            record = await execution.create(PromiseCreateRequest(id, at, param, tags))
+            request = self._start(step)
+            if await self._fresh(step, request):
+                return await self._run_fresh(step, request)
+            record = await execution.create(request)
         execution.check(record, step.call)
         if record.state != PromiseState.PENDING:
             execution.runtime.tracing.replayed(record)
@@ -438,14 +443,63 @@ class Context(Calls):
         if CANCELED_TAG in record.tags:
             return await self._refuse(record)
         state, value = await self._attempts(record, step)
-        try:
-            return await execution.settle(id, state, value)
-        except UnstorableValueError as error:  # the server refused the value's size (413)
-            rejected = encode_error(execution.runtime.codec, error)
-            return await execution.settle(id, SettleState.REJECTED, rejected)
+        return await self._record(functools.partial(execution.settle, id), state, value)
 
-    async def _attempts(self, record: PromiseRecord, step: Step) -> tuple[SettleState, Value]:
-        """Run attempts of a pending step until one succeeds or the policy gives up.
+    def _start(self, step: Step) -> PromiseCreateRequest:
+        """The create that records that ``step`` started, now, in this run."""
+        execution = self._execution
+        tags = self._tags(step.id, "local", step.call, own_branch=False)
+        tags[RUN_TAG] = execution.run_id
+        tags.update(step.opts.tags)
+        if execution.canceled(step.shielded) is not None:
+            tags[CANCELED_TAG] = "true"  # refused, in this run and every replay
+        param = execution.runtime.codec.encode({"func": step.call.name or step.call.kind})
+        now = execution.runtime.clock.now()
+        at, source = deadline(now, step.timeouts, self.timeout_at)
+        tags.update(deadline_tags(source))
+        return PromiseCreateRequest(step.id, at, param, tags)
+
+    async def _fresh(self, step: Step, request: PromiseCreateRequest) -> bool:
+        """Whether ``step`` may run before it is recorded (``troth.sdk.recording``): not
+        refused, within its deadline, under this execution, and certainly not created yet."""
+        execution = self._execution
+        if (
+            CANCELED_TAG in request.tags
+            or not descends(step.id, execution.root.id)  # an explicit id: anyone's
+            or request.timeout_at <= execution.runtime.clock.now()  # born timed out: not run
+        ):
+            return False
+        origin, branch = request.tags[ORIGIN], request.tags[BRANCH]
+        return await execution.known.absent(execution.runtime.network, origin, branch, step.id)
+
+    async def _run_fresh(self, step: Step, request: PromiseCreateRequest) -> PromiseRecord:
+        """Run a step that does not exist yet, and record it after: its create and settle in
+        one request, unless it had to be seen pending before (``recording.Start``)."""
+        execution = self._execution
+        start = Start(execution, request)
+        announce = execution.spawn(start.after(START_AFTER))
+        try:
+            state, value = await self._attempts(start.provisional(), step, start)
+        finally:
+            announce.cancel()
+        record = await self._record(start.settle, state, value)
+        execution.check(record, step.call)
+        return record
+
+    async def _record(self, settle: Settle, state: SettleState, value: Value) -> PromiseRecord:
+        """Record a step's outcome with ``settle``; a value the server refuses as too large
+        (413) rejects the step instead. What the store recorded."""
+        try:
+            return await settle(state, value)
+        except UnstorableValueError as error:
+            rejected = encode_error(self._execution.runtime.codec, error)
+            return await settle(SettleState.REJECTED, rejected)
+
+    async def _attempts(
+        self, record: PromiseRecord, step: Step, start: Start | None = None
+    ) -> tuple[SettleState, Value]:
+        """Run attempts of a pending step until one succeeds or the policy gives up;
+        ``start`` is the create of a step not recorded yet (then ``record`` is provisional).
 
         The count survives crashes (``troth.sdk.attempts``): a step that an earlier run
         started resumes at the attempt after the failures it recorded, and for a plain
@@ -490,6 +544,7 @@ class Context(Calls):
                         record.timeout_at,
                         attempt=attempt,
                         shielded=step.shielded,
+                        start=start,
                     )
                 with (
                     runtime.tracing.step(record.id, step.call.step, attempt),
@@ -517,6 +572,8 @@ class Context(Calls):
                 wait,
                 extra={PROMISE_ID: record.id, TASK_ID: execution.task.id},
             )
+            if start is not None:
+                record = await start.send()  # its failures are recorded below it
             await attempts.record_failure(execution, record, attempt, error, wait)
             if await execution.pause(wait, cancelable=not step.shielded):
                 return self._canceled()
@@ -637,6 +694,7 @@ class Context(Calls):
         shielded = self.shielded
 
         async def create() -> PromiseRecord:
+            await self._recorded()
             record = execution.recorded(id)
             if record is None:
                 refused = execution.canceled(shielded) is not None

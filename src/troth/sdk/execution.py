@@ -11,8 +11,9 @@ the function has unwound, every durable operation still in flight is allowed to 
 (so concurrent local steps record their results), and the run reports the promises it
 blocked on; the worker suspends the task on all of them in one request.
 
-Every child create and settle is a ``task.fence`` at the task's version, so a worker that
-lost its lease cannot write: the fence answers 409 and the run stops driving the task. A
+Every child create and settle is a ``task.fence`` at the task's version (sent in batches
+through troth's ``task.fences`` where the server has it: ``Network.fences``), so a worker
+that lost its lease cannot write: the fence answers 409 and the run stops driving the task. A
 run that may have lost its lease starts no step either (``Execution.lost``, by the lease
 rule of ``troth.sdk.leases``).
 """
@@ -26,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from troth.protocol.conventions import CANCEL_AT_TAG, cancel_id, cancel_request
 from troth.protocol.kinds import Kind
@@ -37,7 +38,6 @@ from troth.protocol.requests import (
     PromiseGetRequest,
     PromiseRegisterListenerRequest,
     PromiseSettleRequest,
-    TaskFenceRequest,
 )
 from troth.protocol.responses import TaskFenceResult
 from troth.sdk.cancellation import WATCH_DELAY, Cancellation, received
@@ -55,6 +55,7 @@ from troth.sdk.errors import (
     Suspended,
     UnstorableValueError,
 )
+from troth.sdk.known import Known
 from troth.sdk.leases import HeldTask, Leases
 from troth.sdk.metrics import UNMEASURED, Metrics
 from troth.sdk.network import Network, action_head, unicast
@@ -147,11 +148,18 @@ _in_step: contextvars.ContextVar[bool] = contextvars.ContextVar("troth_in_step",
 
 class Execution:
     def __init__(
-        self, runtime: Runtime, task: HeldTask, root: PromiseRecord, preload: list[PromiseRecord]
+        self,
+        runtime: Runtime,
+        task: HeldTask,
+        root: PromiseRecord,
+        preload: list[PromiseRecord],
+        known: Known | None = None,
     ) -> None:
         self.runtime = runtime
         self.task = task
         self.root = root
+        # What exists of the branch, shared by every run of this hold (``troth.sdk.known``).
+        self.known = known if known is not None else Known(first_run=task.version == 1)
         self.awaited: set[str] = set()
         self.inflight: set[asyncio.Task[Any]] = set()
         self.draining = False
@@ -176,6 +184,7 @@ class Execution:
     def learn(self, records: list[PromiseRecord]) -> None:
         for record in records:
             self.runtime.settled.add(record)
+            self.known.saw(record.id)
 
     def recorded(self, id: str) -> PromiseRecord | None:
         return self.runtime.settled.get(id)
@@ -212,7 +221,7 @@ class Execution:
         if status == 404:
             return None
         record: PromiseRecord = body.promise  # a 200 to promise.get carries a PromiseResponse
-        self.runtime.settled.add(record)
+        self.learn([record])
         return record
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -357,19 +366,43 @@ class Execution:
 
     async def fence(self, action: FenceAction) -> PromiseRecord:
         """Run ``action`` only while this run still holds the task at its version."""
-        request = TaskFenceRequest(self.task.id, self.task.version, action)
+        return (await self.fences([action]))[0]
+
+    async def fences(self, actions: list[FenceAction]) -> list[PromiseRecord]:
+        """Run ``actions`` in order, only while this run still holds the task at its
+        version (one request and one commit where the server has ``task.fences``): the
+        promise each one answered with."""
+        network = self.runtime.network
         try:
-            status, body = await self.runtime.network.send(Kind.TASK_FENCE, request)
+            status, body = await network.fences(self.task.id, self.task.version, actions)
         except NetworkError as e:
             signal = Aborted(f"server unreachable: {e}")
             self.stop(signal)
             raise signal from e
+        if status != 200:
+            # Refused whole; the last action is the one a value makes too large (a step's
+            # settle), named as the standard requests would have named it.
+            self._refused(actions[-1], status, body, Kind.TASK_FENCES)
+        records = []
+        for action, (fenced, answer) in zip(actions, body.fences, strict=True):
+            if fenced != 200:
+                self._refused(action, fenced, answer, Kind.TASK_FENCE)
+            result: TaskFenceResult = answer
+            if result.inner.status != 200:
+                raise ServerError(action.kind, result.inner.status, "refused inside task.fence")
+            record: PromiseRecord = result.inner.body.promise  # a PromiseResponse
+            self.learn([*result.preload, record])
+            records.append(record)
+        return records
+
+    def _refused(self, action: FenceAction, status: int, body: object, kind: Kind) -> NoReturn:
+        """Raise what a fence refused with ``status`` means for this run."""
         if status in (404, 409):
-            signal = LeaseLost(
+            lost = LeaseLost(
                 f"task {self.task.id!r} is no longer held at version {self.task.version}"
             )
-            self.stop(signal)
-            raise signal
+            self.stop(lost)
+            raise lost
         if status == 413:
             # The same request is refused the same way every time: the call fails.
             raise UnstorableValueError(
@@ -377,20 +410,12 @@ class Execution:
                 f"(413: {body}); lower Troth(max_value_bytes=...) below the server's limit"
             )
         if status >= 500:
-            signal = Aborted(str(ServerError(Kind.TASK_FENCE, status, str(body))))
+            signal = Aborted(str(ServerError(kind, status, str(body))))
             self.stop(signal)
             raise signal
-        if status != 200:
-            # The server refused this call (a 400 names the mistake): the call fails, as
-            # it would on every replay; the function may handle it like any error.
-            raise ServerError(f"{Kind.TASK_FENCE} {action.kind}", status, str(body))
-        result: TaskFenceResult = body
-        if result.inner.status != 200:
-            raise ServerError(action.kind, result.inner.status, "refused inside task.fence")
-        self.learn(result.preload)
-        record: PromiseRecord = result.inner.body.promise  # a PromiseResponse
-        self.runtime.settled.add(record)
-        return record
+        # The server refused this call (a 400 names the mistake): the call fails, as it
+        # would on every replay; the function may handle it like any error.
+        raise ServerError(f"{kind} {action.kind}", status, str(body))
 
     async def create(self, request: PromiseCreateRequest) -> PromiseRecord:
         return await self.fence(FenceAction(Kind.PROMISE_CREATE, request, action_head()))

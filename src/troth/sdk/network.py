@@ -8,11 +8,16 @@ message), and it pushes incoming messages (``troth.protocol.Message``: ``Execute
 
 ``Network.call`` is how the SDK sends a request whose every unexpected status is the
 caller's error: the reply if its status is one the caller handles, else ``ServerError``.
+
+``Network.fences`` is how the SDK makes its fenced writes: troth's ``task.fences`` (several
+``task.fence`` actions in one request, one commit, no preload: docs/semantics.md) while the
+server answers it, else one standard ``task.fence`` each, from the first refusal on.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable, Collection
@@ -21,10 +26,12 @@ from typing import Protocol
 from troth.protocol.envelope import VERSION
 from troth.protocol.kinds import Kind
 from troth.protocol.messages import Message
-from troth.protocol.requests import Data
-from troth.protocol.responses import Reply
+from troth.protocol.requests import Data, FenceAction, TaskFenceRequest, TaskFencesRequest
+from troth.protocol.responses import Reply, TaskFencesResult
 from troth.sdk.clock import Clock
 from troth.sdk.errors import ServerError
+
+log = logging.getLogger(__name__)
 
 OnMessage = Callable[[Message], None]
 OnConnect = Callable[[], Awaitable[None]]
@@ -54,6 +61,51 @@ class Network(Protocol):
         if status not in expected:
             raise ServerError(kind, status, str(body))
         return reply
+
+    # Whether the server answers troth's ``task.fences``: assumed until it says it does not
+    # (a 400 naming the kind, as a server without the extension answers any unknown kind).
+    batches_fences: bool = True
+
+    async def fences(self, task_id: str, version: int, actions: list[FenceAction]) -> Reply:
+        """Each of ``actions`` fenced at the task's ``version``, in order: a 200 whose body is
+        a ``TaskFencesResult`` (each fence's own reply), or the error that refused them all.
+
+        Against a server without the extension it sends the standard ``task.fence``
+        requests one by one: the same sequence, only not in one commit."""
+        if self.batches_fences:
+            reply = await self.send(Kind.TASK_FENCES, TaskFencesRequest(task_id, version, actions))
+            if reply.status == 403:
+                # A server that authenticates refuses a kind it does not know with 403 when
+                # the token is scoped: the standard requests tell which it was.
+                fenced = await self._one_by_one(task_id, version, actions)
+                if all(status != 403 for status, _ in fenced.body.fences):
+                    self._without_extension()
+                return fenced
+            if not _unknown_kind(reply, Kind.TASK_FENCES):
+                return reply
+            self._without_extension()
+        return await self._one_by_one(task_id, version, actions)
+
+    async def _one_by_one(self, task_id: str, version: int, actions: list[FenceAction]) -> Reply:
+        fences = [
+            await self.send(Kind.TASK_FENCE, TaskFenceRequest(task_id, version, action))
+            for action in actions
+        ]
+        return Reply(200, TaskFencesResult(fences))
+
+    def _without_extension(self) -> None:
+        self.batches_fences = False
+        log.info(
+            "the server does not know troth's %s; fencing each write with %s from now on",
+            Kind.TASK_FENCES,
+            Kind.TASK_FENCE,
+        )
+
+
+def _unknown_kind(reply: Reply, kind: Kind) -> bool:
+    """The 400 a server answers for a kind it does not know (docs/references.md#request-kinds);
+    every other refusal is about the request, and the batch is not re-sent."""
+    return reply.status == 400 and f"Unknown operation: {kind}" in str(reply.body)
 
 
 def anycast(group: str, pid: str | None = None) -> str:

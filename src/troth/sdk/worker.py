@@ -31,7 +31,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from troth.protocol.ids import origin
@@ -85,6 +85,7 @@ from troth.sdk.execution import (
     Runtime,
     Suspend,
 )
+from troth.sdk.known import Known
 from troth.sdk.leases import HeldTask
 from troth.sdk.network import action_head
 from troth.sdk.registry import Registered
@@ -107,6 +108,10 @@ class Drive:
     args: list[Any]
     kwargs: dict[str, Any]
     attempt: int = 1
+    known: Known = field(init=False)  # what exists of the branch (``troth.sdk.known``)
+
+    def __post_init__(self) -> None:
+        self.known = Known(first_run=self.task.version == 1)
 
     @property
     def policy(self) -> RetryPolicy:
@@ -114,7 +119,7 @@ class Drive:
 
     def execution(self, preload: list[PromiseRecord]) -> Execution:
         """A new run of the function, knowing the promises in ``preload``."""
-        return Execution(self.runtime, self.task, self.root, preload)
+        return Execution(self.runtime, self.task, self.root, preload, self.known)
 
     def main(self, execution: Execution) -> Coroutine[Any, Any, Any]:
         """The function called for ``execution``, with a root context if it is durable."""

@@ -11,7 +11,14 @@ Effects of steps (the ledger against the server's record):
   ``enter`` entries are in the ledger for the trace, not judged.)
 - Only the step a promise records runs under its id: every ``start`` under a step's
   promise is of the function its ``troth:step`` tag names (a shifted numbering, or new
-  code answered from old records, would run one step under another's promise).
+  code answered from old records, would run one step under another's promise). A step
+  that certainly did not exist yet starts before its promise is created (the SDK records
+  it after it ran: ``troth.sdk.recording``), so a run cut off inside it leaves a ``start``
+  under an id with no promise, or one that a later run recorded. Such a start is judged
+  by what can be known: its id is a call's (a child of an existing promise), and a
+  different function recorded there later must be another code's (the changed workflow,
+  recorded by another process); same code, another function at that position, is a
+  shifted numbering.
 - A recorded result was produced by a run of that step before it was recorded: a
   resolved step holds the value of one of its ``done`` entries; a rejected one the error of
   one of its ``fail`` entries, or ``UnstorableValueError`` after a ``done`` (the value could
@@ -43,6 +50,7 @@ from troth.protocol.conventions import ARGS_TAG, STEP_TAG
 from troth.protocol.ids import child_id, descends
 from troth.sdk import errors
 from troth.sdk.codec import Codec
+from troth.sdk.execution import RUN_TAG
 from troth.sdk.registry import function_name, invocation_data, takes_context
 from troth.sdk.replay import digest
 from troth.sdk.saga import Saga
@@ -74,9 +82,13 @@ def exactly_once_violations(result: Result) -> list[str]:
     for entry in result.ledger:
         if entry.event != "start":
             continue
-        if entry.key not in result.outcome:
-            problems.append(f"{entry.key}: ran, but no such promise exists (wrong key?)")
-            continue
+        created = result.created.get(entry.key)
+        if created is None or created > entry.order:  # ran before it was recorded
+            if not _a_call(result, entry.key):
+                problems.append(f"{entry.key}: ran, but no call has this id (wrong key?)")
+                continue
+            if created is None or _another_code(result, entry):
+                continue
         step = result.step_promises[entry.key]
         if not step.startswith("run:"):
             problems.append(f"{entry.key}: a step whose promise is not a run: step")
@@ -92,6 +104,24 @@ def exactly_once_violations(result: Result) -> list[str]:
                 "after its result was recorded"
             )
     return problems
+
+
+def _a_call(result: Result, key: str) -> bool:
+    """``key`` is the id of a call of an existing promise: ``<parent>:<n>`` or
+    ``<parent>.<n>``."""
+    return any(
+        key == child_id(parent, key[len(parent) + 1 :]) and key[len(parent) + 1 :].isdigit()
+        for parent in result.outcome
+        if key.startswith(parent) and len(key) > len(parent) + 1
+    )
+
+
+def _another_code(result: Result, entry: Any) -> bool:
+    """The promise ``entry`` ran under (before it was recorded) was recorded by another
+    process running the changed workflow's other code."""
+    root = entry.key.split(":", 1)[0]
+    recorder = result.tags[entry.key].get(RUN_TAG, "").split("/", 1)[0]
+    return root == CHANGED and recorder != entry.worker
 
 
 def unproduced_results(result: Result) -> list[str]:

@@ -24,7 +24,7 @@ import msgspec
 from troth.oracle import Oracle
 from troth.oracle.invariants import Violation, check_state, check_step
 from troth.oracle.state import LEASE, OutboxEntry
-from troth.protocol.envelope import encode_request
+from troth.protocol.envelope import BadRequest, decode_request, encode_request
 from troth.protocol.records import PromiseState
 from troth.protocol.requests import Data
 
@@ -36,8 +36,17 @@ class InvariantViolation(AssertionError):
 
 
 class SimServer:
-    def __init__(self, retry_timeout: int, order: Callable[[], int], body_limit: int) -> None:
+    def __init__(
+        self,
+        retry_timeout: int,
+        order: Callable[[], int],
+        body_limit: int,
+        fences_extension: bool = True,
+    ) -> None:
         self.oracle = Oracle(retry_timeout=retry_timeout)
+        # False: a server without troth's ``task.fences``, answering it as an unknown kind
+        # (the SDK falls back to one ``task.fence`` per write).
+        self.fences_extension = fences_extension
         self.retry_timeout = retry_timeout
         self.body_limit = body_limit
         self.down = False
@@ -45,6 +54,7 @@ class SimServer:
         self._order = order
         self._snap = self.oracle.snapshot()
         self.settled: dict[str, int] = {}  # promise id -> its settlement's place in the order
+        self.created: dict[str, int] = {}  # promise id -> its creation's place in the order
         self.stats: Counter[str] = Counter()
 
     def request(
@@ -57,11 +67,42 @@ class SimServer:
             message = f"Request body too large: the limit is {self.body_limit} bytes"
             return {"head": {"corrId": corr_id, "status": 413}, "data": message}, []
         envelope = msgspec.json.decode(body)
+        if kind == "task.fences" and not self.fences_extension:
+            self.stats[f"{kind} unknown"] += 1
+            head = {"corrId": corr_id, "status": 400, "version": envelope["head"]["version"]}
+            return {"head": head, "data": f"Unknown operation: {kind}"}, []
         outbox = self.oracle.state.outbox
-        response = self.oracle.apply(envelope)
+        if kind == "task.fences":
+            response = self._fences(envelope, now)
+        else:
+            response = self.oracle.apply(envelope)
+            self._judge(lambda: f"{kind} {msgspec.json.encode(envelope).decode()}", now)
         self.stats[f"{kind} {response['head']['status']}"] += 1
-        self._judge(lambda: f"{kind} {msgspec.json.encode(envelope).decode()}", now)
         return response, _new(outbox, self.oracle.state.outbox)
+
+    def _fences(self, envelope: dict[str, Any], now: int) -> dict[str, Any]:
+        """``task.fences`` as it is defined: the standard ``task.fence`` of each action, in
+        order, at one instant, each judged as the Lean step it is (the catalogue's
+        properties are of single steps: a batch creates and settles a promise "at once"
+        only as two steps), answered together with no preload."""
+        head, data = envelope["head"], envelope["data"]
+        try:
+            decode_request(msgspec.json.encode(envelope))
+        except BadRequest:
+            return self.oracle.apply(envelope)  # refused whole, as the server refuses it
+        fences = []
+        for action in data["actions"]:
+            fence = {"id": data["id"], "version": data["version"], "action": action}
+            single = {"kind": "task.fence", "head": head, "data": fence}
+            response = self.oracle.apply(single)
+            step = f"task.fence {msgspec.json.encode(single).decode()}"
+            self._judge(lambda step=step: step, now)
+            status = response["head"]["status"]
+            self.stats[f"task.fence {status}"] += 1
+            if status == 200:
+                response["data"]["preload"] = []
+            fences.append({**response, "kind": "task.fence"})
+        return {"kind": "task.fences", "head": {**head, "status": 200}, "data": {"fences": fences}}
 
     def tick(self, now: int) -> tuple[list[str], list[OutboxEntry]]:
         """Fire every timeout due now; what fired (for the trace) and the messages sent."""
@@ -105,6 +146,8 @@ class SimServer:
             raise InvariantViolation(step(), violations)
         self._snap = snap
         for p in snap.promises:
+            if p.id not in self.created:
+                self.created[p.id] = self._order()
             if p.state != PromiseState.PENDING and p.id not in self.settled:
                 self.settled[p.id] = self._order()
 

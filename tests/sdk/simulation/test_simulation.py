@@ -141,7 +141,9 @@ def test_the_seeds_met_every_kind_of_trouble(tally: Counter[str]) -> None:
         "task.suspend 300",  # a suspend raced a settlement
         "task.create 409",  # a start was retried while the first one was being driven
         "steps started again",  # a step was cut short and ran again before it was recorded
-        "task.fence 413",  # the server refused a value over its body limit
+        "task.fences 413",  # the server refused a value over its body limit
+        "task.fence 413",  # ... and so did a server without task.fences
+        "task.fences unknown",  # a server without troth's extension: standard fences
         "server restart",
         "request cut by a restart",  # ... refused or reset while the server was down
         "reply cut by a restart",  # ... applied, but the answer died with the connection
