@@ -153,13 +153,13 @@ class Execution:
         task: HeldTask,
         root: PromiseRecord,
         preload: list[PromiseRecord],
-        known: Known | None = None,
+        known: Known,
     ) -> None:
         self.runtime = runtime
         self.task = task
         self.root = root
         # What exists of the branch, shared by every run of this hold (``troth.sdk.known``).
-        self.known = known if known is not None else Known(first_run=task.version == 1)
+        self.known = known
         self.awaited: set[str] = set()
         self.inflight: set[asyncio.Task[Any]] = set()
         self.draining = False
