@@ -60,9 +60,9 @@ class Known:
                 search = PromiseSearchRequest(
                     tags={ORIGIN: origin, BRANCH: branch}, limit=MAX_LIMIT, cursor=cursor
                 )
-                page = await network.call(Kind.PROMISE_SEARCH, search)
-                self.ids.update(record.id for record in page.body.promises)
-                cursor = page.body.cursor
+                _, page = await network.call(Kind.PROMISE_SEARCH, search)
+                self.ids.update(record.id for record in page.promises)
+                cursor = page.cursor
                 if cursor is None:
                     break
         except Exception as error:

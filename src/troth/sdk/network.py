@@ -73,16 +73,17 @@ class Network(Protocol):
         Against a server without the extension it sends the standard ``task.fence``
         requests one by one: the same sequence, only not in one commit."""
         if self.batches_fences:
-            reply = await self.send(Kind.TASK_FENCES, TaskFencesRequest(task_id, version, actions))
-            if reply.status == 403:
+            request = TaskFencesRequest(task_id, version, actions)
+            status, body = await self.send(Kind.TASK_FENCES, request)
+            if status == 403:
                 # A server that authenticates refuses a kind it does not know with 403 when
                 # the token is scoped: the standard requests tell which it was.
                 fenced = await self._one_by_one(task_id, version, actions)
                 if all(status != 403 for status, _ in fenced.body.fences):
                     self._without_extension()
                 return fenced
-            if not _unknown_kind(reply, Kind.TASK_FENCES):
-                return reply
+            if not _unknown_kind(status, body, Kind.TASK_FENCES):
+                return Reply(status, body)
             self._without_extension()
         return await self._one_by_one(task_id, version, actions)
 
@@ -102,10 +103,10 @@ class Network(Protocol):
         )
 
 
-def _unknown_kind(reply: Reply, kind: Kind) -> bool:
+def _unknown_kind(status: int, body: object, kind: Kind) -> bool:
     """The 400 a server answers for a kind it does not know (docs/references.md#request-kinds);
     every other refusal is about the request, and the batch is not re-sent."""
-    return reply.status == 400 and f"Unknown operation: {kind}" in str(reply.body)
+    return status == 400 and f"Unknown operation: {kind}" in str(body)
 
 
 def anycast(group: str, pid: str | None = None) -> str:
