@@ -9,7 +9,6 @@ from troth.engine import promises, schedules, search, tasks
 from troth.engine.store import Store
 from troth.protocol.envelope import Request
 from troth.protocol.kinds import Kind
-from troth.protocol.requests import TaskFenceRequest
 from troth.protocol.responses import Reply
 
 Handler = Callable[[Store, Any, int], Reply]
@@ -52,18 +51,11 @@ READ_ONLY: frozenset[Kind] = frozenset(
 )
 
 
-def handle(store: Store, request: Request, now: int, *, fence_preload: bool = True) -> Reply:
+def handle(store: Store, request: Request, now: int) -> Reply:
     """Run one non-debug request at instant ``now`` against ``store``.
 
     The debug kinds act on the server and the storage as a whole and never reach here.
-    ``fence_preload=False`` leaves a ``task.fence`` reply's preload empty: only embedded
-    mode (``troth.sdk.local``) asks, because its worker learns each promise it creates or
-    settles from the reply itself, and a preload of the whole branch on every step makes a
-    workflow of n steps read O(n^2) rows. It is no part of a request: the server never
-    passes it, so remote clients get the preload the reference server sends.
     """
-    if not fence_preload and isinstance(request.data, TaskFenceRequest):
-        return tasks.task_fence(store, request.data, now, with_preload=False)
     handler = HANDLERS.get(request.kind)
     if handler is None:
         raise ValueError(f"the engine does not handle {request.kind!r}")

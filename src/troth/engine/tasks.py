@@ -142,8 +142,8 @@ def task_fence(
 ) -> Reply:
     """Run a promise.create or promise.settle only while the caller holds the task.
 
-    ``with_preload=False`` answers with an empty preload: embedded mode's SDK knows its
-    branch already (``troth.engine.dispatch.handle``); the wire never asks for it."""
+    ``with_preload=False`` answers with an empty preload, as each fence of a
+    ``task.fences`` is answered; a ``task.fence`` request always gets its preload."""
     held = _held(store, req.id, req.version, TaskState.ACQUIRED, now)
     if isinstance(held, Reply):
         return held

@@ -3,8 +3,9 @@
 Every request is checked by the server's own envelope decoder (``decode_request``) before
 it reaches ``Service.handle``, so embedded mode refuses exactly what a server refuses, with
 the same 400 message; a storage failure answers 500 as the server would, so user code sees
-``ServerError`` rather than a raw ``sqlite3`` exception. The one difference in what comes
-back: a ``task.fence`` reply's preload is left empty (``LocalNetwork.fence_preload``).
+``ServerError`` rather than a raw ``sqlite3`` exception. What comes back is what a server
+answers; the SDK's fences go through ``task.fences``, whose replies carry no preload (a run
+learns its own writes from them, and what others settle from a claim's or a suspend's).
 
 Three loops stand in for the server's background work: the timeouts loop (the server's
 own, ``troth.storage.timeouts_loop``) fires due timeouts (promise deadlines, leases,
@@ -62,13 +63,6 @@ _PREFERENCE = 0.3
 
 
 class LocalNetwork(Network):
-    # Whether a ``task.fence`` reply carries its branch's preload. Not here: a run learns
-    # each promise it creates or settles from the fence's own reply, and what others settle
-    # meanwhile reaches it as a server would send it, in the preload of a claim (a resumed
-    # task replays from it) or of a suspend answered 300 (both still computed). The
-    # fence's copy of the whole branch would make n steps read O(n^2) rows for nothing.
-    fence_preload = False
-
     def __init__(self, service: SqliteService, clock: Clock, group: str, pid: str) -> None:
         self.service = service
         self.clock = clock
@@ -111,9 +105,7 @@ class LocalNetwork(Network):
             return error.reply()
         try:
             async with self._working():
-                reply = await self.service.handle(
-                    request, self.clock.now(), fence_preload=self.fence_preload
-                )
+                reply = await self.service.handle(request, self.clock.now())
         except Exception as error:
             # What the server answers for an infrastructure failure (``troth.server.rpc``).
             log.exception("embedded %s failed", kind)

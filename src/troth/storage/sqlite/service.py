@@ -109,14 +109,10 @@ class SqliteService:
 
     # -- the Service interface --------------------------------------------------------------
 
-    async def handle(self, request: Request, now: int, *, fence_preload: bool = True) -> Reply:
-        """``Requests.handle``; embedded mode may leave out a fence's preload (see
-        ``troth.engine.dispatch.handle``)."""
+    async def handle(self, request: Request, now: int) -> Reply:
         if request.kind in READ_ONLY:
             return await self._read(lambda store: handle(store, request, now))
-        return await self._write(
-            lambda store: handle(store, request, now, fence_preload=fence_preload)
-        )
+        return await self._write(lambda store: handle(store, request, now))
 
     async def fire_due(self, now: int) -> int:
         """Fire due timeouts in firing order until none is due at ``now``, a bounded slice
