@@ -275,9 +275,12 @@ def hook_seconds(rounds: int = 100_000) -> float:
 
 
 def ratio(args: Any) -> None:
-    """Create+settle at ``args.connections`` as a share of the echo's round trips, in turns."""
+    """Create+settle at ``args.connections`` as a share of the echo's round trips, in turns;
+    and as a share of its CPU per request (the ratio a CPU-bound server reaches), which a
+    machine busy with other work disturbs less; then troth's own CPU per request."""
     python, src, conns = sys.executable, Path(args.src).resolve(), args.connections
-    ratios = []
+    ratios: list[float] = []
+    cpu_ratios: list[float] = []
     with tempfile.TemporaryDirectory(prefix="troth-bench-") as tmp, contextlib.ExitStack() as stack:
         port = _free_port()
         echo = stack.enter_context(
@@ -291,20 +294,32 @@ def ratio(args: Any) -> None:
             e = measure(echo, echo_op, conns, args)
             t = measure(troth, promise_op, conns, args)
             es, ts = e["summary"], t["summary"]
+            echo_cpu = e["server_cpu"] / es.round_trips_per_s
+            troth_cpu = t["server_cpu"] / ts.round_trips_per_s
             ratios.append(ts.round_trips_per_s / es.round_trips_per_s)
+            cpu_ratios.append(echo_cpu / troth_cpu)
             print(
                 f"turn {turn + 1}: echo {es.round_trips_per_s:.0f} req/s"
-                f" ({1e6 * e['server_cpu'] / es.round_trips_per_s:.0f} us cpu/req),"
-                f" create+settle {ts.round_trips_per_s:.0f} req/s"
-                f" ({1e6 * t['server_cpu'] / ts.round_trips_per_s:.0f} us cpu/req,"
-                f" {t['server_cpu']:.0%} of a core): {ratios[-1]:.2f}x",
+                f" ({1e6 * echo_cpu:.0f} us cpu/req), create+settle"
+                f" {ts.round_trips_per_s:.0f} req/s ({1e6 * troth_cpu:.0f} us cpu/req,"
+                f" {t['server_cpu']:.0%} of a core): {ratios[-1]:.2f}x req/s,"
+                f" {cpu_ratios[-1]:.2f}x cpu",
                 flush=True,
             )
-    ratios.sort()
-    print(
-        f"create+settle @{conns} / echo @{conns}: median {ratios[len(ratios) // 2]:.2f}x"
-        f" (turns {', '.join(f'{r:.2f}' for r in ratios)}; src {src})"
+    own = subprocess.run(
+        [python, str(ROOT / "bench" / "app_cpu.py")],
+        env={**os.environ, "PYTHONPATH": str(src)},
+        capture_output=True,
+        text=True,
+        check=True,
     )
+    for label, values in (("req/s", ratios), ("cpu/req", cpu_ratios)):
+        values.sort()
+        print(
+            f"create+settle @{conns} / echo @{conns} by {label}: median"
+            f" {values[len(values) // 2]:.2f}x (turns {', '.join(f'{r:.2f}' for r in values)})"
+        )
+    print(f"{own.stdout.strip()} (src {src})")
 
 
 def main() -> None:
