@@ -98,7 +98,7 @@ async def hold_writer(service: SqliteService) -> threading.Event:
         started.set()
         release.wait(10)
 
-    service._writer.commit_thread.submit(block)
+    service._writer.commit_thread.run(block)
     assert started.wait(10)
     service._writer.submit(lambda store: None)
     await asyncio.sleep(0)  # its batch begins, and its commit queues behind ``block``

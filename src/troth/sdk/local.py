@@ -1,8 +1,9 @@
 """Embedded mode: the engine in this process, on SQLite, behind the ``Network`` seam.
 
-Every request is checked by the server's own envelope decoder (``decode_request``) before
-it reaches ``Service.handle``, so embedded mode refuses exactly what a server refuses, with
-the same 400 message; a storage failure answers 500 as the server would, so user code sees
+Every request's data is checked by the server's own decoder (``decode_data``, the part of
+``decode_request`` after the envelope, which is ours here) before it reaches
+``Service.handle``, so embedded mode refuses exactly what a server refuses, with the same
+400 message; a storage failure answers 500 as the server would, so user code sees
 ``ServerError`` rather than a raw ``sqlite3`` exception. What comes back is what a server
 answers; the SDK's fences go through ``task.fences``, whose replies carry no preload (a run
 learns its own writes from them, and what others settle from a claim's or a suspend's).
@@ -31,8 +32,10 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
+import msgspec
+
 from troth.protocol.addresses import parse_poll
-from troth.protocol.envelope import BadRequest, decode_request, encode_request, error_text
+from troth.protocol.envelope import BadRequest, Envelope, decode_data, error_text
 from troth.protocol.kinds import Kind
 from troth.protocol.messages import Message
 from troth.protocol.requests import Data
@@ -45,12 +48,15 @@ from troth.storage.timeouts_loop import TimeoutsLoop
 
 log = logging.getLogger(__name__)
 
+_json = msgspec.json.Encoder()
+
 _BATCH = 100
 
-# After a request wakes the timeouts loop, it waits this long (ms) before reading the next
-# deadline again, so a burst of requests costs one read rather than one each (a read is a
-# thread hop and a query: measured at an eighth of the loop's time under load). A deadline
-# a request armed closer than this fires at most this late; virtual time waits for none.
+# After a commit wakes the timeouts loop (it armed a deadline earlier than the one the loop
+# awaits), the loop waits this long (ms) before reading the next deadline again, so a burst
+# of requests costs one read rather than one each (a read is a thread hop and a query:
+# measured at an eighth of the loop's time under load). A deadline a request armed closer
+# than this fires at most this late; virtual time waits for none.
 _COALESCE_MS = 5
 
 # How often (s) the watch loop asks whether another process has committed to the file: a
@@ -75,6 +81,12 @@ class LocalNetwork(Network):
             sleep=clock.sleep,
             coalesce_ms=_COALESCE_MS if isinstance(clock, WallClock) else 0,
         )
+        # On the wall clock a commit wakes the loop only if it armed a deadline before the
+        # one the loop awaits. Virtual time jumps to that deadline, though, so there the
+        # loop looks again after every request: one disarmed meanwhile must not move it.
+        self._poke_always = not isinstance(clock, WallClock)
+        if not self._poke_always:
+            service.on_armed = self._timeouts.poke
         # Virtual time is one process's: nobody else would take a message left to them.
         self._preference = _PREFERENCE if isinstance(clock, WallClock) else 0.0
         self._loops: list[asyncio.Task[None]] = []
@@ -99,8 +111,9 @@ class LocalNetwork(Network):
 
     async def send(self, kind: Kind, data: Data) -> Reply:
         try:
-            # The request as a server would read it off the wire: one set of rules for both.
-            request = decode_request(encode_request(kind, data, corr_id()))
+            # The request's data as a server would read it off the wire: one set of rules
+            # for both. The envelope around it is ours and always sound, so it is left out.
+            request = decode_data(Envelope(kind, corr_id(), _json.encode(data)))
         except BadRequest as error:
             return error.reply()
         try:
@@ -111,7 +124,8 @@ class LocalNetwork(Network):
             log.exception("embedded %s failed", kind)
             return Reply(500, f"Internal error: {error}")
         status, body = reply
-        self._timeouts.poke()  # the request may have armed an earlier deadline
+        if self._poke_always:
+            self._timeouts.poke()
         if status not in (200, 300):
             # The message a server's envelope would carry.
             return Reply(status, error_text(kind, status, body))

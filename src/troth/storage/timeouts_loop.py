@@ -10,13 +10,16 @@ nothing ran (schedules catch up on their missed occurrences).
 
 The loop sleeps until the earliest deadline. A commit in this process pokes it to look
 again, because the request may have armed a deadline earlier than the one it sleeps
-towards. Pokes are coalesced: after one the loop waits ``coalesce_ms`` (capped by the time
-to its deadline) for more before reading the deadline again, so a busy process reads it a
-few dozen or hundred times a second rather than once per request; a deadline a request
-armed closer than that fires at most that late. Where other processes may arm deadlines
-unseen (servers sharing PostgreSQL), ``max_sleep_ms`` bounds the sleep; embedded mode has
-none, its watch loop pokes it on other processes' commits instead. ``pause`` (the server's
-``debug.start``) stops the firing; deadlines then fire only through ``debug.tick``.
+towards; a poke that says which deadline the commit armed (embedded mode's) wakes the loop
+only if that one comes first, so a steady stream of work that arms later deadlines (leases,
+step timeouts) costs the loop no reads. Pokes are coalesced: after one the loop waits
+``coalesce_ms`` (capped by the time to its deadline) for more before reading the deadline
+again, so a busy process reads it a few dozen or hundred times a second rather than once
+per request; a deadline a request armed closer than that fires at most that late. Where
+other processes may arm deadlines unseen (servers sharing PostgreSQL), ``max_sleep_ms``
+bounds the sleep; embedded mode has none, its watch loop pokes it on other processes'
+commits instead. ``pause`` (the server's ``debug.start``) stops the firing; deadlines then
+fire only through ``debug.tick``.
 
 However large the backlog (a schedule owing millions of occurrences), ``fire_due`` works
 through it in short transactions of bounded work and yields between them (a schedule
@@ -65,6 +68,8 @@ class TimeoutsLoop:
         self._running = asyncio.Event()
         self._running.set()
         self._poked = asyncio.Event()
+        # The deadline the loop sleeps towards; None while it has none or is reading one.
+        self._awaiting: int | None = None
 
     @property
     def paused(self) -> bool:
@@ -78,14 +83,19 @@ class TimeoutsLoop:
         self._running.set()
         self._poked.set()
 
-    def poke(self) -> None:
-        """A commit may have armed an earlier deadline."""
+    def poke(self, armed: int | None = None) -> None:
+        """A commit may have armed an earlier deadline: ``armed``, the earliest it did, when
+        the caller knows it."""
+        if armed is not None and self._awaiting is not None and armed >= self._awaiting:
+            return  # the loop wakes by then anyway and fires it with the rest
         self._poked.set()
 
     async def run(self) -> None:
         while True:
             await self._running.wait()
             self._poked.clear()
+            # Every poke counts during the pass: its read may not see the poking commit.
+            self._awaiting = None
             try:
                 deadline = await self._fire_due()
             except _StillDue as e:
@@ -96,6 +106,7 @@ class TimeoutsLoop:
                 log.exception("timeouts pass failed")
                 await self._wait(self._retry, asyncio.sleep)
                 continue
+            self._awaiting = deadline
             await self._wait(self._until(deadline), self._sleep)
 
     async def _fire_due(self) -> int | None:

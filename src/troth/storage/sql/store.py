@@ -36,6 +36,9 @@ class SqlStore(ABC, Generic[C]):
         self.retry_timeout = retry_timeout
         # Set when a message is enqueued, so the owner can wake the delivery loop.
         self.enqueued = False
+        # The earliest deadline armed since the owner last cleared it, so the owner can
+        # wake its timeouts loop only when a deadline comes earlier than the one it awaits.
+        self.armed: int | None = None
 
     def _get(self, query: str, id: str, decode: Callable[[Any], T]) -> T | None:
         """The record keyed ``id``, or None."""
@@ -128,6 +131,8 @@ class SqlStore(ABC, Generic[C]):
     def _arm(self, kind: TimeoutKind, id: str, at: int) -> None:
         queries = self.queries.timeouts[kind]
         self.conn.execute(queries.arm, (id, *queries.key, at))
+        if self.armed is None or at < self.armed:
+            self.armed = at
 
     def _disarm(self, kind: TimeoutKind, id: str) -> None:
         queries = self.queries.timeouts[kind]

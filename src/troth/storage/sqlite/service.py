@@ -94,6 +94,9 @@ class SqliteService:
             raise
         self._changed = asyncio.Event()
         self.events: StorageEvents = NoEvents()
+        # Hears the earliest deadline each commit of this process armed (embedded mode's
+        # timeouts loop, which looks again only if it comes before the one it awaits).
+        self.on_armed: Callable[[int], None] | None = None
         self._writer = Writer(conn, retry_timeout, self._committed)
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="troth-sqlite-reader")
         self._reader_conns: list[sqlite3.Connection] = []
@@ -300,10 +303,12 @@ class SqliteService:
                 self._reader_conns.append(conn)
         return conn
 
-    def _committed(self, enqueued: bool, jobs: int, seconds: float) -> None:
+    def _committed(self, enqueued: bool, armed: int | None, jobs: int, seconds: float) -> None:
         """Called on the event loop after each commit."""
         if enqueued:
             self._changed.set()
+        if armed is not None and self.on_armed is not None:
+            self.on_armed(armed)
         self.events.committed(jobs, seconds)
 
 
