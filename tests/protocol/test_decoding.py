@@ -17,6 +17,7 @@ from troth.protocol.responses import (
     PromiseResponse,
     TaskClaimResponse,
     TaskFenceResult,
+    TaskFencesResult,
     TaskSuspendedResponse,
 )
 
@@ -95,6 +96,32 @@ def test_a_fence_written_by_the_envelope_reads_back_as_the_handler_returned_it()
     result = TaskFenceResult(Kind.PROMISE_SETTLE, Reply(200, PromiseResponse(RECORD)), [])
     answer = decode_response(encode_response(Kind.TASK_FENCE, "c", Reply(200, result)))
     assert answer.reply == Reply(200, result)
+
+
+def test_a_batch_of_fences_is_written_as_task_fence_envelopes_and_reads_back() -> None:
+    created = TaskFenceResult(Kind.PROMISE_CREATE, Reply(200, PromiseResponse(RECORD)), [])
+    missing = TaskFenceResult(Kind.PROMISE_SETTLE, Reply(404, "Promise not found"), [])
+    refused = Reply(409, Kind.TASK_FENCE.message(409))
+    batch = TaskFencesResult([Reply(200, created), Reply(200, missing), refused])
+    wire = encode_response(Kind.TASK_FENCES, "c9", Reply(200, batch))
+
+    fences = json.loads(wire)["data"]["fences"]
+    # Each element is the whole answer task.fence would have sent, under the batch's corrId.
+    assert [(f["kind"], f["head"]["corrId"], f["head"]["status"]) for f in fences] == [
+        ("task.fence", "c9", 200),
+        ("task.fence", "c9", 200),
+        ("task.fence", "c9", 409),
+    ]
+    alone = encode_response(Kind.TASK_FENCE, "c9", Reply(200, created))
+    assert fences[0] == json.loads(alone)
+    assert fences[2]["data"] == Kind.TASK_FENCE.message(409)
+
+    answer = decode_response(wire)
+    assert (answer.kind, answer.corr_id, answer.reply) == (
+        Kind.TASK_FENCES,
+        "c9",
+        Reply(200, batch),
+    )
 
 
 # -- messages ---------------------------------------------------------------------------------

@@ -673,6 +673,11 @@ def fence(action_kind: str, data: Any, id: str = "p") -> dict[str, Any]:
     return {"id": id, "version": 1, "action": {"kind": action_kind, "data": data}}
 
 
+def fences(*actions: tuple[str, Any], id: str = "p") -> dict[str, Any]:
+    batch = [{"kind": kind, "head": {}, "data": data} for kind, data in actions]
+    return {"id": id, "version": 1, "actions": batch}
+
+
 def suspend(*callbacks: tuple[str, str], id: str = "p") -> dict[str, Any]:
     actions = [
         {"kind": "promise.register_callback", "head": {}, "data": {"awaited": a, "awaiter": b}}
@@ -891,6 +896,49 @@ RULE_400: list[Any] = [
     ),
     pytest.param(
         "task.fence", fence("promise.create", None), ["$.action.data"], id="fence-data-null"
+    ),
+    # task.fences (troth's; docs/semantics.md, "Batched fences"): task.fence's checks, per action
+    pytest.param("task.fences", fences(), ["actions must not be empty"], id="fences-empty"),
+    pytest.param(
+        "task.fences",
+        fences(*[("promise.create", create("p:1"))] * 101),
+        ["actions has 101 entries", "100"],
+        id="fences-too-many",
+    ),
+    pytest.param(
+        "task.fences",
+        fences(("promise.create", create("p:1")), ("promise.get", {"id": "p:1"})),
+        ["$.actions[1].kind"],
+        id="fences-kind",
+    ),
+    pytest.param(
+        "task.fences",
+        fences(
+            ("promise.create", create("p:1")), ("promise.settle", {"id": "p", "state": "resolved"})
+        ),
+        ["actions[1].data.id must not equal the task id"],
+        id="fences-settle-self",
+    ),
+    pytest.param(
+        "task.fences",
+        fences(("promise.create", create("p:1")), ("promise.create", create("p:\x00"))),
+        ["actions[1].data.id", "null"],
+        id="fences-nul",
+    ),
+    pytest.param(
+        "task.fences",
+        fences(
+            ("promise.settle", {"id": "p:1", "state": "resolved"}),
+            ("promise.create", {"id": "p:2"}),
+        ),
+        ["`timeoutAt`", "$.actions[1].data"],
+        id="fences-create-no-timeout",
+    ),
+    pytest.param(
+        "task.fences",
+        {"id": "p", "version": 1, "actions": ["promise.create"]},
+        ["$.actions[0]"],
+        id="fences-action-not-an-object",
     ),
     # schedule.create (request kinds, and docs/semantics.md)
     pytest.param(

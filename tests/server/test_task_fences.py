@@ -1,6 +1,8 @@
 """``task.fences`` through both networks: a ``troth serve`` over HTTP (``HttpNetwork``, so
 the envelope encodes and decodes the batch both ways) and embedded (``LocalNetwork``),
-each answering ``(200, TaskFencesResult)`` with the same replies and the same state."""
+each answering ``(200, TaskFencesResult)`` with the same replies and the same state; and
+the server's metrics and access log, which count a batch as one request of its kind and
+one commit on either backend."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.servers import FAR, TrothServer
+from tests.server.test_metrics import moved, scrape
+from tests.support.servers import BACKENDS, FAR, TrothServer, serve
 from troth.protocol import to_builtins
 from troth.protocol.kinds import Kind
 from troth.protocol.records import PromiseState
@@ -99,3 +102,33 @@ def test_a_server_and_embedded_mode_answer_a_batch_alike(
     promises = [p.id for p in embedded_snap.promises]
     assert promises == [p["id"] for p in server.snap()["promises"]] == ["t", "t:0"]
     assert to_builtins(embedded_snap.promises[1].value) == server.snap()["promises"][1]["value"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_batch_is_one_request_of_its_kind_and_one_commit(backend: str, tmp_path: Path) -> None:
+    with serve(backend, tmp_path, "--access-log") as server:
+        root = {"id": "t", "timeoutAt": FAR, "tags": {"resonate:target": TARGET}}
+        action = {"kind": "promise.create", "head": {}, "data": root}
+        server.ok("task.create", {"pid": "p", "ttl": 60_000, "action": action})
+        actions = [
+            {"kind": "promise.create", "head": {}, "data": {"id": "t:0", "timeoutAt": FAR}},
+            {"kind": "promise.settle", "head": {}, "data": {"id": "t:0", "state": "resolved"}},
+        ]
+        before = scrape(server)
+        answer = server.ok("task.fences", {"id": "t", "version": 1, "actions": actions})
+        assert [f["head"]["status"] for f in answer["fences"]] == [200, 200]
+        refused = {"id": "t", "version": 1, "actions": []}
+        assert server.call("task.fences", refused) == (400, "actions must not be empty")
+        after = scrape(server)
+        assert server.terminate() == 0
+        log = server.output()
+
+    counted = "resonate_request_total"
+    assert moved(before, after, counted, kind="task.fences", status="200") == 1
+    assert moved(before, after, counted, kind="task.fences", status="400") == 1
+    assert moved(before, after, counted, kind="task.fence", status="200") == 0
+    name = "postgres" if backend == "postgres" else "sqlite"
+    # Two fences, one transaction committing one request (the 400 never reached storage).
+    assert moved(before, after, "troth_storage_commit_requests_count", backend=name) == 1
+    assert moved(before, after, "troth_storage_commit_requests_sum", backend=name) == 1
+    assert "POST / task.fences task_id=t promise_id=t:0 200" in log
