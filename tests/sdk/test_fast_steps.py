@@ -235,10 +235,14 @@ async def test_a_step_recorded_behind_the_sdks_back_is_answered_from_its_record_
     assert said == {(logging.ERROR, "wf:1"), (logging.WARNING, "wf:2")}
 
 
-async def test_a_resumed_run_finds_the_step_an_earlier_run_left_pending(tmp_path: Path):
+@pytest.mark.parametrize("read_fails", [False, True])
+async def test_a_resumed_run_finds_the_step_an_earlier_run_left_pending(
+    tmp_path: Path, read_fails: bool
+):
     """A later run (version 2, after a suspend) learns its branch before its first fast
     step: the step a dead run left pending takes the slow path, and the attempt that run
-    was making is counted as interrupted."""
+    was making is counted as interrupted; a new step after it is recorded with one request.
+    If the read fails, nothing is guessed: every step is created before it runs."""
     app = VirtualTroth(db=str(tmp_path / "t.db"), pid="p-1")
     codec = Codec()
     ran: list[int] = []
@@ -251,7 +255,8 @@ async def test_a_resumed_run_finds_the_step_an_earlier_run_left_pending(tmp_path
     async def flow(ctx: Context) -> list[int]:
         first = await ctx.run(counted, 0)
         await ctx.promise(id="wf:go")
-        return [first, await ctx.options(retry=Linear(step=1)).run(counted, 1)]
+        again = await ctx.options(retry=Linear(step=1)).run(counted, 1)
+        return [first, again, await ctx.run(counted, 2)]
 
     async with app:
         handle = app.run("wf", flow)
@@ -263,15 +268,28 @@ async def test_a_resumed_run_finds_the_step_an_earlier_run_left_pending(tmp_path
             codec.encode({"func": "counted"}),
             {**_step_tags("wf", counted, 1), RUN_TAG: "dead/1"},
         )
-        assert (await app.runtime.network.send(Kind.PROMISE_CREATE, dead)).status == 200
-        sent = Sent(app.runtime.network)
+        network = app.runtime.network
+        assert (await network.send(Kind.PROMISE_CREATE, dead)).status == 200
+        if read_fails:
+            send = network.send
+
+            async def no_search(kind: Kind, data: Data) -> Reply:
+                if kind == Kind.PROMISE_SEARCH:
+                    return Reply(500, "Internal error: the disk is on fire")
+                return await send(kind, data)
+
+            network.send = no_search  # type: ignore[method-assign]
+        sent = Sent(network)
         await app.promises.resolve("wf:go")
-        assert await handle.result() == [0, 1]
+        assert await handle.result() == [0, 1, 2]
         interrupted = await app.promises.get(attempt_id("wf:1", 1))
     assert interrupted.state == PromiseState.REJECTED
     assert interrupted.tags[ATTEMPT_TAG] == "1"  # the dead run's attempt, counted
-    assert ran == [0, 1]
-    assert sent.kinds[Kind.PROMISE_SEARCH] == 1  # the branch, read once
+    assert ran == [0, 1, 2]
+    assert sent.kinds[Kind.PROMISE_SEARCH] == 1  # the branch, read (or tried) once
+    fresh = [b for b in sent.batches if b[0][1] == "wf:2"]
+    create, settle = (Kind.PROMISE_CREATE, "wf:2"), (Kind.PROMISE_SETTLE, "wf:2")
+    assert fresh == ([[create], [settle]] if read_fails else [[create, settle]])
 
 
 @pytest.mark.slow
