@@ -30,6 +30,8 @@ from troth.sdk.network import Network
 
 log = logging.getLogger(__name__)
 
+_told = False  # whether a failed read of a branch was said at INFO
+
 
 class Known:
     """The ids of a branch known to exist: complete for a first run, or once learned."""
@@ -66,11 +68,16 @@ class Known:
                 if cursor is None:
                     break
         except Exception as error:
-            log.info(
+            # INFO once per process (a token scoped to a prefix is refused every search, so
+            # it would be said on every resume), DEBUG after: only speed is lost.
+            global _told
+            log.log(
+                logging.DEBUG if _told else logging.INFO,
                 "could not read branch %s (%r): its steps are created before they run",
                 branch,
                 error,
             )
+            _told = True
             return False
         self._complete = True
         return True
