@@ -31,7 +31,9 @@ def settle(
     callbacks = store.callbacks(promise.id)
     settled = replace(promise, state=state, value=value, settled_at=settled_at)
     store.set_promise(settled)
-    store.clear_registrations(promise.id)
+    if listeners or callbacks:
+        # Most promises settle with nobody registered: two deletes of nothing saved.
+        store.clear_registrations(promise.id)
     store.del_promise_timeout(promise.id)
     task = store.get_task(promise.id)
     if task is not None:
