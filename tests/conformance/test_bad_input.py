@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
 from tests.support.fuzzing import json_values, keys, mutated
@@ -192,7 +192,8 @@ def judge(machine: HttpMachine, body: bytes, stream: Iterator[bytes] | None = No
     except httpx.TransportError as e:
         pytest.fail(f"the server dropped the request: {e!r}\nbody: {body[:500]!r}")
     status = response.status_code
-    event(f"status {status}")
+    if currently_in_test_context():  # a hypothesis example, rather than a named case
+        event(f"status {status}")
     assert status < 500, (body[:500], response.text[:500])
     if status == 413:
         assert "too large" in response.text
@@ -273,3 +274,74 @@ def test_every_kind_has_a_valid_request_the_seeded_state_accepts(machine: HttpMa
         statuses[kind] = machine.apply(envelope(kind, VALID[kind]))["head"]["status"]
     refused = {k: s for k, s in statuses.items() if s not in (200, 300)}
     assert refused == {"task.acquire": 409, "task.continue": 409, "task.create": 409}
+
+
+# -- troth's task.fences: a refusal names the field, and refuses the whole batch ----------------
+
+TASK = VALID["task.fences"]["id"]
+CREATE = VALID["task.fences"]["actions"][0]
+SETTLE = VALID["task.fences"]["actions"][1]
+
+
+@pytest.mark.parametrize(
+    ("data", "named"),
+    [
+        pytest.param(mutate(VALID["task.fences"], ("actions",), DELETE), "`actions`", id="missing"),
+        pytest.param(
+            {**VALID["task.fences"], "actions": []}, "actions must not be empty", id="empty"
+        ),
+        pytest.param(
+            {**VALID["task.fences"], "actions": [SETTLE] * 101},
+            "actions has 101 entries: the limit is 100",
+            id="oversized",
+        ),
+        pytest.param(
+            {**VALID["task.fences"], "actions": [CREATE, {**SETTLE, "kind": "promise.get"}]},
+            "`$.actions[1].kind`",
+            id="action-kind",
+        ),
+        pytest.param(
+            mutate(VALID["task.fences"], ("actions", 1, "data", "state"), "done"),
+            "`$.actions[1].data.state`",
+            id="malformed-action",
+        ),
+        pytest.param(
+            mutate(VALID["task.fences"], ("actions", 0), "promise.create"),
+            "`$.actions[0]`",
+            id="action-not-an-object",
+        ),
+        pytest.param(
+            mutate(VALID["task.fences"], ("actions", 1, "data", "id"), TASK),
+            "actions[1].data.id must not equal the task id",
+            id="fences-its-own-task",
+        ),
+    ],
+)
+def test_a_bad_batch_of_fences_is_refused_whole_naming_the_field(
+    machine: HttpMachine, data: dict[str, Any], named: str
+) -> None:
+    # The first fence is valid: the refusal of a later one must not let it through.
+    assert judge(machine, dumps(envelope("task.fences", data))) == 400
+    answer = machine.apply(envelope("task.fences", data))
+    assert named in answer["data"], answer
+
+
+def sized_fences(size: int) -> bytes:
+    """A valid ``task.fences`` (a create and a settle) of exactly ``size`` bytes, padded in
+    its settle's value."""
+    create = dumps({**CREATE, "data": {"id": AWAITED + ".1", "timeoutAt": FAR}})
+    frame = b'{"kind":"task.fences","head":' + dumps(HEAD) + b',"data":{"id":"' + TASK.encode()
+    frame += b'","version":1,"actions":[' + create + b',{"kind":"promise.settle","head":{},'
+    frame += b'"data":{"id":"' + AWAITED.encode() + b'.1","state":"resolved","value":'
+    frame += b'{"headers":{"pad":"'
+    tail = b'"}}}}]}}'
+    pad = size - len(frame) - len(tail)
+    assert pad >= 0, size
+    return frame + b"x" * pad + tail
+
+
+def test_a_batch_over_the_body_limit_is_413_and_applies_none_of_its_fences(
+    machine: HttpMachine,
+) -> None:
+    assert judge(machine, sized_fences(MAX_BODY_BYTES + 1)) == 413
+    assert judge(machine, sized_fences(MAX_BODY_BYTES)) == 200

@@ -17,21 +17,30 @@ divergence.
 The timeouts loop is paused (``debug.start``): deadlines fire only through ``debug.tick``,
 at the workload's instants, which lie years before the wall clock.
 
+troth's own kind, ``task.fences``, is judged by its definition rather than by the oracle's
+handler for it: the oracle answers the batch's fences as standard ``task.fence`` requests,
+one by one, and fence i of the server's answer must equal the oracle's answer to fence i
+with its preload replaced by ``[]`` (``tests.support.fences``); a batch the doors refuse
+must get the oracle's 400 for it, having changed nothing. The transition properties hold
+for each fence of the batch: they are checked along the oracle's state after each fence,
+which ends in the state the server's snapshot must equal.
+
 A failure names the seed, the step, the request, both answers and the snapshot difference,
 so ``run(machine, seed, steps)`` reproduces it.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections import Counter
-from typing import Any, Protocol
 
 import pytest
 
+from tests.support.fences import Envelope, Machine, as_fences, one_by_one, refused
 from tests.support.snapshots import from_wire
-from tests.support.workload import Workload
+from tests.support.workload import VERSION, Workload
 from troth.oracle import Oracle
 from troth.oracle.invariants import check_state, check_step
 
@@ -39,12 +48,6 @@ from ._client import RETRY_TIMEOUT, HttpMachine
 
 SEEDS = [pytest.param(seed, marks=pytest.mark.slow) for seed in range(5)]  # seconds each
 STEPS = 2_000  # 10,000 steps per run, about 20,000 round trips
-
-Envelope = dict[str, Any]
-
-
-class Machine(Protocol):
-    def apply(self, envelope: Envelope) -> Envelope: ...
 
 
 def snapshot_diff(server: Envelope, oracle: Envelope) -> str:
@@ -83,7 +86,8 @@ def run(server: Machine, seed: int, steps: int, oracle: Machine | None = None) -
 
     for step in range(steps):
         request = next(workload)
-        got, want = server.apply(request), oracle.apply(request)
+        got = server.apply(request)
+        want, passed = one_by_one(oracle, request)
         if got != want:
             fail(step, request, f"server: {json.dumps(got)}\noracle: {json.dumps(want)}")
         workload.observe(request, got)
@@ -97,10 +101,12 @@ def run(server: Machine, seed: int, steps: int, oracle: Machine | None = None) -
         workload.observe(snap_request, got_snap)
 
         after = from_wire(got_snap["data"])
-        # Nothing is delivered here (see above), so the outbox checks apply in full.
-        violations = check_state(after, workload.now) + check_step(
-            before, after, workload.now, outbox_retained=True, retry_timeout=RETRY_TIMEOUT
-        )
+        violations = check_state(after, workload.now)
+        for start, end in itertools.pairwise([before, *passed, after]):
+            # Nothing is delivered here (see above), so the outbox checks apply in full.
+            violations += check_step(
+                start, end, workload.now, outbox_retained=True, retry_timeout=RETRY_TIMEOUT
+            )
         if violations:
             listing = "\n".join(f"  {v.name} {v.ids}: {v.detail}" for v in violations)
             fail(step, request, f"answered {json.dumps(got)}\nserver state breaks:\n{listing}")
@@ -167,3 +173,44 @@ def test_a_machine_whose_snapshot_lies_fails_the_comparison() -> None:
     with pytest.raises(pytest.fail.Exception) as failure:
         run(Forgetful(), 1, STEPS)
     assert "promises server only" in str(failure.value)
+
+
+class Preloading(Oracle):
+    """Answers a batch of fences with each fence's preload, as if it were sent alone."""
+
+    def apply(self, envelope: Envelope) -> Envelope:
+        if envelope["kind"] != "task.fences" or refused(envelope):
+            return super().apply(envelope)
+        fences = [Oracle.apply(self, fence) for fence in as_fences(envelope)]
+        head = {"corrId": envelope["head"]["corrId"], "status": 200, "version": VERSION}
+        return {"kind": "task.fences", "head": head, "data": {"fences": fences}}
+
+
+def test_a_batch_answered_with_preloads_fails_the_comparison() -> None:
+    with pytest.raises(pytest.fail.Exception) as failure:
+        run(Preloading(), 0, STEPS)
+    report = str(failure.value)
+    assert '"kind": "task.fences"' in report.splitlines()[0]
+    assert '"preload": [{' in report
+
+
+def test_the_workload_sends_batches_of_every_shape() -> None:
+    """Batches that pass and that are refused, pairs and longer ones, at held tasks."""
+    workload = Workload(0)
+    oracle = Oracle(retry_timeout=RETRY_TIMEOUT)
+    seen: Counter[str] = Counter()
+    for _ in range(STEPS):
+        request = next(workload)
+        answer, _ = one_by_one(oracle, request)
+        workload.observe(request, answer)
+        workload.observe(workload.snap_request(), oracle.apply(workload.snap_request()))
+        if request["kind"] != "task.fences":
+            continue
+        if answer["head"]["status"] == 400:
+            seen["refused"] += 1
+            continue
+        statuses = {fence["head"]["status"] for fence in answer["data"]["fences"]}
+        seen["applied" if statuses == {200} else "fenced out"] += 1
+        seen[f"{len(request['data']['actions'])} fences"] += 1
+    assert all(seen[shape] > 0 for shape in ("refused", "applied", "fenced out", "2 fences"))
+    assert seen["1 fences"] + seen["3 fences"] + seen["4 fences"] > 0

@@ -1,12 +1,17 @@
 """Seeded random request sequences against the oracle, judged by the property catalogue.
 
 After every request the oracle's ``debug.snap`` must satisfy every state property, and the
-step from the previous snapshot every transition property. A failure names the seed, the
-step, the request and the violations, so ``run(seed, steps)`` reproduces it.
+step from the previous snapshot every transition property. A ``task.fences`` batch is
+judged by its definition: a copy of the oracle takes its fences one by one, the batch's
+answer and state must be theirs, and the transition properties hold fence by fence. A
+failure names the seed, the step, the request and the violations, so ``run(seed, steps)``
+reproduces it.
 """
 
 from __future__ import annotations
 
+import copy
+import itertools
 import json
 import time
 from collections import Counter
@@ -15,10 +20,11 @@ from dataclasses import dataclass, field
 import msgspec
 import pytest
 
+from tests.support.fences import one_by_one
 from tests.support.snapshots import from_wire
 from tests.support.workload import Workload
 from troth.oracle import Oracle
-from troth.oracle.invariants import check_state, check_step
+from troth.oracle.invariants import Violation, check_state, check_step
 from troth.protocol.responses import Snapshot
 
 SEEDS = [pytest.param(seed, marks=pytest.mark.slow) for seed in range(10)]  # seconds each
@@ -65,6 +71,10 @@ def run(seed: int, steps: int, tally: Tally, oracle: Oracle | None = None) -> No
     before = from_wire(oracle.apply(workload.snap_request())["data"])
     for step in range(steps):
         request = next(workload)
+        batch = request["kind"] == "task.fences"
+        if batch:
+            twin = copy.deepcopy(oracle)  # takes the batch's fences one by one
+            sequence, passed = one_by_one(twin, request)
         response = oracle.apply(request)
         workload.observe(request, response)
         snap_request = workload.snap_request()
@@ -72,7 +82,12 @@ def run(seed: int, steps: int, tally: Tally, oracle: Oracle | None = None) -> No
         workload.observe(snap_request, snap_response)
         after = from_wire(snap_response["data"])
 
-        violations = check_state(after, workload.now) + check_step(before, after, workload.now)
+        violations = check_state(after, workload.now)
+        for start, end in itertools.pairwise([before, *(passed if batch else []), after]):
+            violations += check_step(start, end, workload.now)
+        if batch and (response, after) != (sequence, twin.snapshot()):
+            what = f"one by one: {json.dumps(sequence)}"
+            violations.append(Violation("batch_is_its_fences", (request["data"]["id"],), what))
         if violations:
             listing = "\n".join(f"  {v.name} {v.ids}: {v.detail}" for v in violations)
             pytest.fail(
@@ -121,7 +136,7 @@ def test_the_workload_reaches_every_status_and_timeout(tally: Tally) -> None:
     succeeded = {kind for (kind, status), n in tally.kinds.items() if status in (200, 300)}
     kinds = {kind for kind, _ in tally.kinds}
     assert kinds == succeeded, f"never succeeded: {sorted(kinds - succeeded)}"
-    assert len(kinds) == 22, sorted(kinds)
+    assert len(kinds) == 23, sorted(kinds)  # the workload's 22 protocol kinds and task.fences
     for event in ("suspended->pending", "acquired->suspended", "pending->halted", "unblock"):
         assert tally.events[event] > 0, f"never reached {event}: {tally.events}"
 

@@ -15,7 +15,8 @@ What it aims for, so that every handler path is reached:
   ...), since settled ids are settled for good; the previous generation stays reachable for
   stale requests;
 - worker-like task traffic: acquire what the outbox offered, at the offered version, and
-  act on what it holds (release, fulfil, suspend, fence, heartbeat);
+  act on what it holds (release, fulfil, suspend, fence, heartbeat, and troth's batch of
+  fences, ``task.fences``: often a step's create and settle, as troth's SDK sends them);
 - promises that are targeted, timers, both, plain (internal), delayed, born dead, or with
   deadlines from milliseconds to minutes;
 - schedules with second-level (6-field) crons, so they fire within a run;
@@ -30,7 +31,9 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tests.support.fences import as_fences
 from troth.protocol.ids import LINEAGE_SEP, ORIGIN_SEP, child_id, origin
+from troth.protocol.limits import MAX_FENCES
 from troth.protocol.records import BRANCH, DELAY, ORIGIN, PARENT, TARGET, TIMER
 
 VERSION = "2026-04-01"
@@ -41,7 +44,14 @@ GHOSTS = ("z", "a0:9")  # never created: for 404s
 SCHEDULES = ("s1", "s2")
 PIDS = ("w1", "w2")
 MAX_OFFERS = 8
-WORK = ("task.suspend", "task.fulfill", "task.fence", "task.release", "task.heartbeat")
+WORK = (
+    "task.suspend",
+    "task.fulfill",
+    "task.fence",
+    "task.release",
+    "task.heartbeat",
+    "task.fences",
+)
 LETS_GO = ("task.release", "task.suspend", "task.fulfill", "task.fence")
 
 ADDRESSES = ("poll://any@g", "poll://any@g/w1", "poll://uni@g/w2", "http://localhost:9/hook")
@@ -82,6 +92,7 @@ class Workload(Iterator[Envelope]):
             "task.fulfill": (6, self._task_fulfill),
             "task.suspend": (9, self._task_suspend),
             "task.fence": (6, self._task_fence),
+            "task.fences": (5, self._task_fences),
             "task.heartbeat": (4, self._task_heartbeat),
             "task.halt": (3, self._by_id),
             "task.continue": (3, self._by_id),
@@ -102,7 +113,7 @@ class Workload(Iterator[Envelope]):
         self._advance()
         if self.holders and self._chance(0.25):
             # A worker holding a task gets on with it, suspending most often.
-            self.kind = self.rng.choices(WORK, (4, 2, 2, 1, 1))[0]
+            self.kind = self.rng.choices(WORK, (4, 2, 2, 1, 1, 2))[0]
         else:
             self.kind = self.rng.choices(self.kinds, self.weights)[0]
         self.broken = self.rng.random() < 0.05  # this request should earn a 400
@@ -121,6 +132,11 @@ class Workload(Iterator[Envelope]):
     def observe(self, envelope: Envelope, response: Envelope) -> None:
         """Learn versions and lease holders from a response, as a worker would."""
         kind, status = envelope["kind"], response["head"]["status"]
+        if kind == "task.fences" and status == 200:
+            # Each fence's answer is a task.fence response: learnt as if sent alone.
+            for fence, answer in zip(as_fences(envelope), response["data"]["fences"], strict=True):
+                self.observe(fence, answer)
+            return
         if kind == "task.suspend" and status == 200:
             self.awaited.update(a["data"]["awaited"] for a in envelope["data"]["actions"])
         if kind in LETS_GO and (status in (404, 409) or (status == 200 and kind != "task.fence")):
@@ -406,12 +422,45 @@ class Workload(Iterator[Envelope]):
         if self.broken:
             data["version"] = max(0, data["version"])
             other = id
-        if self._chance(0.5):
-            data["action"] = self._action("promise.create", self._create_data(other))
-        else:
-            settle = {"id": other, "state": self.rng.choice(SETTLE_STATES), "value": {}}
-            data["action"] = self._action("promise.settle", settle)
+        data["action"] = self._fence_action(other)
         return data
+
+    def _task_fences(self) -> Data:
+        """One to four fences at one version, a pair creating and settling one promise (a
+        troth step) half the time; the broken ones empty, too long, fencing the task's own
+        promise, or naming an action kind a fence does not take."""
+        data = self._task_ref()
+        id = data["id"]
+        if self._chance(0.5):
+            step = self._kin(id)
+            settle = {"id": step, "state": self.rng.choice(SETTLE_STATES), "value": self._value()}
+            actions = [
+                self._action("promise.create", self._create_data(step)),
+                self._action("promise.settle", settle),
+            ]
+        else:
+            count = self.rng.randint(1, 4)
+            actions = [self._fence_action(self._kin(id)) for _ in range(count)]
+        if self.broken:
+            data["version"] = max(0, data["version"])
+            breakage = self.rng.choice(("empty", "long", "self", "kind"))
+            if breakage == "empty":
+                actions = []
+            elif breakage == "long":
+                actions = actions[:1] * (MAX_FENCES + 1)
+            elif breakage == "self":
+                actions.append(self._action("promise.settle", {"id": id, "state": "resolved"}))
+            else:
+                actions.insert(0, self._action("promise.get", {"id": self._kin(id)}))
+        data["actions"] = actions
+        return data
+
+    def _fence_action(self, other: str) -> Data:
+        """A fenced create or settle of ``other``."""
+        if self._chance(0.5):
+            return self._action("promise.create", self._create_data(other))
+        settle = {"id": other, "state": self.rng.choice(SETTLE_STATES), "value": {}}
+        return self._action("promise.settle", settle)
 
     def _task_heartbeat(self) -> Data:
         ids = list(dict.fromkeys(self._task_id() for _ in range(self.rng.randint(0, 3))))
