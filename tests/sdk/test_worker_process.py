@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import signal
 import subprocess
@@ -19,9 +20,13 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]  # slow: worker processes, ki
 
 
 async def test_a_worker_process_serves_rpcs_from_a_client_that_runs_no_worker(server, tmp_path):
+    """...on uvloop's event loop when uvloop is installed (issue 16: a worker's CPU per step
+    is mostly its loop and its HTTP exchanges)."""
     group = f"w{uuid.uuid4().hex[:6]}"
     (tmp_path / "workers.py").write_text(
         textwrap.dedent(f"""
+            import asyncio
+
             from troth import Troth, Context
 
             app = Troth(url={server.url!r}, group={group!r})
@@ -29,6 +34,10 @@ async def test_a_worker_process_serves_rpcs_from_a_client_that_runs_no_worker(se
             @app.register
             async def greet(ctx: Context, name: str) -> str:
                 return await ctx.run(str.upper, name)
+
+            @app.register
+            async def loop(ctx: Context) -> str:
+                return type(asyncio.get_running_loop()).__module__
         """)
     )
     worker = subprocess.Popen(
@@ -40,6 +49,9 @@ async def test_a_worker_process_serves_rpcs_from_a_client_that_runs_no_worker(se
         client = Troth(url=server.url, group="clients")  # never started: it only calls
         handle = client.options(target=group).rpc(f"greet-{group}", "greet", "ana")
         assert await asyncio.wait_for(handle.result(), 20) == "ANA"
+        loop = client.options(target=group).rpc(f"loop-{group}", "loop")
+        expected = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio.unix_events"
+        assert await asyncio.wait_for(loop.result(), 20) == expected
         await client.stop()
     finally:
         worker.send_signal(signal.SIGTERM)
