@@ -26,6 +26,7 @@ from tests.support.servers import serve
 from tests.support.waiting import eventually
 from tests.tracing import spans
 from troth import Troth
+from troth.sdk.recording import START_AFTER
 
 pytestmark = pytest.mark.slow
 
@@ -160,7 +161,9 @@ async def call(url: str, marker: Path) -> tuple[Any, int]:
     async with caller:
         handle = caller.options(target="workers").rpc("order-1", "order", 1)
         await asyncio.to_thread(eventually, marker.exists, 30)
-        await asyncio.sleep(0.1)  # the marker is written before the step sleeps
+        # The marker is written before the step sleeps; a step running past START_AFTER has
+        # its start (attempt 1) recorded, so the run resumed elsewhere makes attempt 2.
+        await asyncio.sleep(START_AFTER + 0.25)
         os.kill(int(marker.read_text()), signal.SIGKILL)
         result = await asyncio.wait_for(handle.result(), 60)
     return exporter.get_finished_spans(), result
