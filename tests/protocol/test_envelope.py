@@ -1170,3 +1170,34 @@ def test_bad_request_defaults_to_the_unknown_envelope() -> None:
         400,
         (400, "boom"),
     )
+
+
+# troth's door (issue 34): a schedule's lineage tags obey promise.create's rule for every
+# promise the schedule fires, so no schedule fires promises onto another root's branch.
+LINEAGE_CASES = [
+    # (promiseId, tags, accepted)
+    ("{{.id}}.{{.timestamp}}", {"resonate:branch": "bank"}, False),
+    ("{{.id}}.{{.timestamp}}", {"resonate:origin": "bank", "resonate:parent": "bank"}, False),
+    ("bank:{{.id}}.{{.timestamp}}", {"resonate:branch": "bank"}, True),
+    ("bank:{{.id}}.{{.timestamp}}", {"resonate:parent": "bank:"}, False),
+    ("{{.id}}", {"resonate:origin": "s1"}, True),  # the fired id equals the tag
+    ("{{.id}}:{{.timestamp}}", {"resonate:branch": "s1"}, True),
+    # the timestamp is not the tag's child however it begins: "s1:1" is not an ancestor of
+    # "s1:10" (it would have to be "s1:1:…"), nor of "s1:2…"
+    ("{{.id}}:1{{.timestamp}}", {"resonate:branch": "s1:1"}, False),
+    ("{{.id}}:{{.timestamp}}", {"resonate:branch": "s1:9"}, False),
+    ("{{.id}}", {"resonate:origin": "s:1"}, False),  # ':' in an origin names no root
+]
+
+
+@pytest.mark.parametrize(("promise_id", "tags", "accepted"), LINEAGE_CASES)
+def test_a_schedules_lineage_tags_must_be_ancestors_of_every_id_it_fires(
+    promise_id: str, tags: dict[str, str], accepted: bool
+) -> None:
+    data = {**VALID["schedule.create"], "id": "s1", "promiseId": promise_id}
+    data["promiseTags"] = {**data["promiseTags"], **tags}
+    if accepted:
+        assert accept(body("schedule.create", data)).kind == "schedule.create"
+    else:
+        message = refuse(body("schedule.create", data)).message
+        assert "promiseTags" in message, message

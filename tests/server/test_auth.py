@@ -628,3 +628,81 @@ def test_a_verified_token_is_trusted_again_until_it_expires_and_no_longer(
     clock[0] += 30 + auth.LEEWAY + 1  # past exp and its leeway: checked again
     checker.authenticate(good)  # (PyJWT's own clock has not moved, so it passes again)
     assert verified == [good, forged, forged, good]
+
+
+# -- isolation: what the server computes for a scoped token (issue 34) ---------------------------
+
+LINEAGE = ("resonate:origin", "resonate:branch", "resonate:parent")
+
+
+def test_a_scoped_schedule_cannot_fire_promises_on_another_tenants_branch(
+    secured: TrothServer, admin: Client, keys: Keys, tenant: str
+) -> None:
+    """The reproduction of issue 34: a schedule's lineage tags are held to promise.create's
+    rule, so a tenant cannot fire promises on another root's branch (whose tasks would be
+    preloaded with that root's values)."""
+    bank = tenant[:-1] + "b" + "bank"
+    create(admin, bank)
+    create(admin, bank + ":1", tags=dict.fromkeys(LINEAGE, bank))
+    admin.ok("promise.settle", {"id": bank + ":1", "state": "resolved", "value": {"data": "c2Vj"}})
+    attacker = Client(secured, token(keys.rsa, prefix=tenant))
+
+    def schedule(id: str, promise_id: str, **tags: str) -> dict[str, Any]:
+        return {
+            "id": id,
+            "cron": "* * * * * *",
+            "promiseId": promise_id,
+            "promiseTimeout": 60_000,
+            "promiseTags": {"resonate:target": f"poll://any@{tenant}g", **tags},
+        }
+
+    leak = schedule(tenant + "leak", tenant + "{{.id}}.{{.timestamp}}")
+    for tag in LINEAGE:
+        alone = {**leak, "promiseTags": {**leak["promiseTags"], tag: bank}}
+        status, message = attacker.call("schedule.create", alone)
+        assert status == 400, (tag, message)
+        assert f"must equal {tag} in promiseTags or start with '{bank}:'" in message
+    every = {**leak, "promiseTags": {**leak["promiseTags"], **dict.fromkeys(LINEAGE, bank)}}
+    assert attacker.call("schedule.create", every)[0] == 400
+    assert admin.call("schedule.get", {"id": tenant + "leak"})[0] == 404
+    # The same check for the admin: it is a rule of the data, not of the token.
+    assert admin.call("schedule.create", every)[0] == 400
+    # Lineage tags that every fired id descends from are accepted, as on promise.create.
+    root = tenant + "own"
+    mine = schedule(tenant + "own", root + ":{{.timestamp}}", **dict.fromkeys(LINEAGE, root))
+    accepted = attacker.ok("schedule.create", mine)["schedule"]
+    assert accepted["promiseTags"]["resonate:branch"] == root
+    # A fixed promise id may equal its lineage tags (the root of its own branch).
+    fixed = schedule(tenant + "fixed", tenant + "fixed", **dict.fromkeys(LINEAGE, tenant + "fixed"))
+    assert attacker.call("schedule.create", fixed)[0] == 200
+    # A timestamp cannot be made to look like a child: "<bank>:{{.timestamp}}" descends, but
+    # it is outside the tenant's prefix, and a tag naming the timestamp's digits does not.
+    digits = schedule(tenant + "dig", root + ":1{{.timestamp}}", **{LINEAGE[1]: root + ":1"})
+    assert attacker.call("schedule.create", digits)[0] == 400
+    for id in ("own", "fixed"):  # they fire every second: not left for the other tests
+        assert admin.call("schedule.delete", {"id": tenant + id})[0] == 200
+
+
+def test_a_scoped_token_is_preloaded_only_with_promises_inside_its_prefix(
+    secured: TrothServer, admin: Client, keys: Keys, tenant: str
+) -> None:
+    """Defence in depth: a token scoped to ``root:1`` acquires the task of ``root:1``, whose
+    branch ``root`` also holds a settled sibling ``root:2`` that the token may not read."""
+    root = tenant + "root"
+    create(admin, root)
+    lineage = dict.fromkeys(LINEAGE, root)
+    create(admin, root + ":2", tags=lineage)
+    admin.ok("promise.settle", {"id": root + ":2", "state": "resolved", "value": {"data": "c2Vj"}})
+    create(admin, root + ":1.1", tags=lineage)
+    settle = {"state": "resolved", "value": {"data": "b2s="}}
+    admin.ok("promise.settle", {"id": root + ":1.1", **settle})
+    for child in (":1", ":3"):
+        create(admin, root + child, tags={**lineage, "resonate:target": "poll://any@g"})
+    acquire = {"version": 0, "pid": "w", "ttl": 60_000}
+    # The server computes the whole branch; the admin sees it.
+    seen = admin.ok("task.acquire", {"id": root + ":3", **acquire})["preload"]
+    assert {p["id"] for p in seen} == {root + ":2", root + ":1.1"}
+    scoped = Client(secured, token(keys.rsa, prefix=root + ":1"))
+    claimed = scoped.ok("task.acquire", {"id": root + ":1", **acquire})
+    assert [p["id"] for p in claimed["preload"]] == [root + ":1.1"]
+    assert claimed["promise"]["id"] == root + ":1"

@@ -175,12 +175,16 @@ def schedule_create(req: ScheduleCreateRequest) -> list[str]:
     tags = req.promise_tags
     # The fired ids contain the schedule's id: judged only once it passes on its own.
     errors = id_errors("id", req.id) or _fired_id_errors(req)
+    fired_ok = not errors  # the fired ids are only expanded again once they are bounded
     errors += tags_errors("promiseTags", tags)
     # The schedule's tags go on every promise it fires, unchecked by promise.create there,
-    # so the ids among them are checked here.
+    # so the ids among them are checked here, as promise.create would check them.
     for tag in (ORIGIN, BRANCH, PARENT):
         if tag in tags:
-            errors += id_errors(f"{tag} in promiseTags", tags[tag])
+            found = id_errors(f"{tag} in promiseTags", tags[tag])
+            errors += found or (_lineage_errors(req, tag) if fired_ok else [])
+    if ORIGIN_SEP in tags.get(ORIGIN, ""):
+        errors.append(f"{ORIGIN} in promiseTags must not contain '{ORIGIN_SEP}': it names a root")
     if ORIGIN_SEP in req.id:
         errors.append("schedule id must not contain ':': it is the root of the promises it fires")
     if not cron.is_valid(req.cron):
@@ -193,6 +197,24 @@ def schedule_create(req: ScheduleCreateRequest) -> list[str]:
     else:
         errors += _address(f"{TARGET} address", target, " in promiseTags")
     return errors
+
+
+def _lineage_errors(req: ScheduleCreateRequest, tag: str) -> list[str]:
+    """A lineage tag of ``promiseTags`` held to ``promise_create``'s rule for every promise
+    the schedule will fire: the fired id must equal it or start with it and ``:``.
+
+    Without this a schedule could fire promises on another root's branch (and a scoped
+    token's task would be preloaded with that root's values). The fired ids share exactly
+    the literal text before the first ``{{.timestamp}}``, so expanding at the earliest and the
+    latest timestamp (whose first digits differ) and checking both decides it for all."""
+    ancestor = req.promise_tags[tag]
+    for timestamp in (0, MAX_MILLIS):
+        fired = cron.expand(req.promise_id, req.id, timestamp)
+        if not descends(fired, ancestor):
+            prefix = child_id(ancestor, "")
+            field = "promiseId (expanded)"
+            return [f"{field} must equal {tag} in promiseTags or start with {prefix!r}"]
+    return []
 
 
 def _fired_id_errors(req: ScheduleCreateRequest) -> list[str]:

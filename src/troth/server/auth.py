@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jwt
+import msgspec
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
@@ -58,6 +59,12 @@ from troth.protocol.requests import (
     TaskHeartbeatRequest,
     TaskReleaseRequest,
     TaskSuspendRequest,
+)
+from troth.protocol.responses import (
+    Reply,
+    TaskClaimResponse,
+    TaskFenceResult,
+    TaskSuspendedResponse,
 )
 from troth.server.config import ServerConfig
 
@@ -123,6 +130,24 @@ class Grant:
 
     def check_group(self, group: str) -> None:
         self.check_ids((group,))
+
+    def limit(self, reply: Reply) -> Reply:
+        """``reply`` without what lies outside the scope: a preload (a task's branch) is the
+        one part of an answer the server computes beyond the ids the request named, so a
+        scoped token is sent only the promises of it that start with its prefix. Defence in
+        depth: validation keeps a branch an ancestor of the task's id, but an ancestor of a
+        scoped id (a token scoped to ``root:1``) may hold siblings outside the scope."""
+        prefix = self.prefix
+        if not prefix:  # "" sees everything; None was refused before any reply
+            return reply
+        body = reply.body
+        if isinstance(body, TaskClaimResponse | TaskSuspendedResponse):
+            inside = [p for p in body.preload if p.id.startswith(prefix)]
+            return Reply(reply.status, msgspec.structs.replace(body, preload=inside))
+        if isinstance(body, TaskFenceResult):
+            inside = [p for p in body.preload if p.id.startswith(prefix)]
+            return Reply(reply.status, body._replace(preload=inside))
+        return reply
 
 
 EVERYTHING = Grant("")

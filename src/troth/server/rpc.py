@@ -102,6 +102,8 @@ class Rpc:
             reply = await run(request)
         else:
             reply = await self._spans.traced(request, run, headers)
+        if grant is not None:
+            reply = grant.limit(reply)
         try:
             return request.kind, reply.status, encode_response(request.kind, request.corr_id, reply)
         except Exception:  # a reply the encoder cannot write is our bug, not the client's
