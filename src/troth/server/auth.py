@@ -141,13 +141,12 @@ class Grant:
         if not prefix:  # "" sees everything; None was refused before any reply
             return reply
         body = reply.body
-        if isinstance(body, TaskClaimResponse | TaskSuspendedResponse):
-            inside = [p for p in body.preload if p.id.startswith(prefix)]
-            return Reply(reply.status, msgspec.structs.replace(body, preload=inside))
+        if not isinstance(body, TaskClaimResponse | TaskSuspendedResponse | TaskFenceResult):
+            return reply
+        inside = [p for p in body.preload if p.id.startswith(prefix)]
         if isinstance(body, TaskFenceResult):
-            inside = [p for p in body.preload if p.id.startswith(prefix)]
             return Reply(reply.status, body._replace(preload=inside))
-        return reply
+        return Reply(reply.status, msgspec.structs.replace(body, preload=inside))
 
 
 EVERYTHING = Grant("")
