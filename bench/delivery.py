@@ -15,7 +15,8 @@ server answering and stopping), each printed next to a baseline taken in the sam
   rate is set against the rate the same server wrote the backlog at, and the half-ms
   reader's against its own pace (2,000 half-ms sleeps alone, timed in this run).
 - **catch-up**: ``/health`` latency while the timeouts loop catches up ten million missed
-  occurrences of a per-second schedule, against the same server's before it starts.
+  occurrences of a per-second schedule, against the same server's before it starts; how
+  many occurrences it created meanwhile; SIGTERM to exit in the middle of it.
 
 Ratios near 1 mean the load costs the measured path nothing; a snowball (requests queued
 behind the pushes, a delivery loop that paces the reader) shows as tens.
@@ -189,6 +190,9 @@ def catch_up(folder: Path, seconds: float) -> None:
             time.sleep(0.05)
         during = sample(seconds, health, every=0.02)
         reached = last_run_at(server)
+        sigterm = time.monotonic()
+        code = server.terminate(timeout=30)
+        shutdown = time.monotonic() - sigterm
     finally:
         server.close()
     print(f"/health before the catch-up: {quantiles(quiet)}")
@@ -196,7 +200,8 @@ def catch_up(folder: Path, seconds: float) -> None:
           f" {sum(ms >= 100 for ms in during)}")  # fmt: skip
     print(
         f"during ÷ before: {ratios(during, quiet)};"
-        f" {(reached - began) // 1000:,} occurrences created meanwhile"
+        f" {(reached - began) // 1000:,} occurrences created meanwhile;"
+        f" SIGTERM -> exit {code} in {shutdown:.2f} s (shutdown timeout 3 s)"
     )
 
 
