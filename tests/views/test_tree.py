@@ -6,8 +6,6 @@ trees from real executions."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from troth.protocol.conventions import (
@@ -204,10 +202,9 @@ def test_json_round_trips() -> None:
     assert from_json(to_json(tree)) == tree
 
 
-def test_a_thousand_nodes_build_in_milliseconds() -> None:
+def test_a_thousand_steps_build_a_thousand_children() -> None:
+    # How long a tree of 1,000 nodes takes to read, build and draw is bench/views.py's figure.
     records = [record("big", "big", {FUNC_TAG: "fan"})]
     records += [record(f"big:{n}", "big", {STEP_TAG: "run:part"}, at=1000 + n) for n in range(1000)]
-    started = time.perf_counter()
     tree: Node = build("big", records)
     assert len(tree.children) == 1000
-    assert time.perf_counter() - started < 0.5
