@@ -176,7 +176,7 @@ def ledger(path: Path) -> Counter[str]:
 
 
 @pytest.mark.parametrize("resolver_mode", ["script", "started"])
-def test_a_workflow_waiting_on_a_promise_resumes_within_a_second_of_another_process_settling_it(
+def test_a_workflow_waiting_on_a_promise_resumes_when_another_process_settles_it(
     scripts, tmp_path, resolver_mode
 ):
     app, resolver = scripts
@@ -192,7 +192,9 @@ def test_a_workflow_waiting_on_a_promise_resumes_within_a_second_of_another_proc
         waiter.kill()
     result = json.loads(out.read_text())
     assert result["value"] == {"approved": True}
-    assert result["at"] - settled_at < 1.0
+    # Woken by the file's watch (every 0.1 s), not by the client's slow re-check (10 s): the
+    # bound is half of that, room for a loaded machine to stall either process.
+    assert result["at"] - settled_at < 5.0
 
 
 def test_a_running_app_leaves_another_process_the_news_it_listens_for(scripts, tmp_path):
@@ -210,7 +212,7 @@ def test_a_running_app_leaves_another_process_the_news_it_listens_for(scripts, t
         waiter.kill()
     result = json.loads(out.read_text())
     assert result["value"] == {"approved": True}
-    assert result["at"] - settled_at < 1.0
+    assert result["at"] - settled_at < 5.0  # not the 10 s re-check: see above
 
 
 def test_an_app_alone_on_the_file_resumes_a_killed_workflow_without_waiting_out_its_lease(
@@ -233,8 +235,9 @@ def test_an_app_alone_on_the_file_resumes_a_killed_workflow_without_waiting_out_
 
     started = time.monotonic()
     second = spawn(app, db, "pipeline", steps, "-1")
-    output = finish(second, 15, "the restarted workflow")
-    assert time.monotonic() - started < 5, "the restart waited for the dead process's lease"
+    output = finish(second, 25, "the restarted workflow")
+    # Well under the 30 s lease (a new process's start-up alone takes seconds when loaded).
+    assert time.monotonic() - started < 20, "the restart waited for the dead process's lease"
     assert "total 14" in output
     counts = ledger(steps)
     assert all(counts[f"done {n}"] == 1 for n in range(4)), counts

@@ -64,4 +64,4 @@ async def test_an_earlier_deadline_still_fires_on_time(tmp_path: Path):
         await app.promises.create("far", timeout=3600)
         begun = time.monotonic()
         assert await app.run("nap", nap).result() == "awake"
-        assert time.monotonic() - begun < 3
+        assert time.monotonic() - begun < 30  # woken for it, not at the far hour's deadline
