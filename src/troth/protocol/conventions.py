@@ -45,6 +45,10 @@ ATTEMPT_TAG = "troth:attempt"
 RETRY_AT_TAG = "troth:retry_at"
 """On an attempt record: when the next attempt starts (ms since the epoch)."""
 
+INTERRUPTED_TAG = "troth:interrupted"
+"""On an attempt record of an attempt that was cut off (its run lost the task's lease): why,
+in words. Consecutive ones count towards ``Troth(max_lease_losses=...)``."""
+
 CANCEL_TAG = "troth:cancel"
 """On a cancel promise: ``request`` (settled by whoever cancels), or ``timeout`` (a timer
 at the instant the execution's grace period begins)."""

@@ -63,6 +63,7 @@ from troth.sdk.options import (
 from troth.sdk.registry import Registered, Registry, function_name, invocation_data
 from troth.sdk.replay import digest
 from troth.sdk.retry import RetryPolicy
+from troth.sdk.stalls import LoopWatch, Stalls
 from troth.sdk.tracing import UNTRACED, choose
 from troth.sdk.worker import Worker
 
@@ -165,6 +166,7 @@ class Troth(Starts):
         default_timeout: timedelta | None = None,
         tracer: Tracer | None = None,
         metrics: CollectorRegistry | None = None,
+        max_lease_losses: int | None = 3,
     ) -> None:
         # Unset arguments come from the environment, as every example and ``troth worker``
         # set them: TROTH_URL (a server; else embedded), TROTH_GROUP, TROTH_DB, TROTH_TOKEN.
@@ -178,6 +180,15 @@ class Troth(Starts):
         self.pid = pid or new_pid()
         self.ttl_ms = round(ttl.total_seconds() * 1000)
         self.concurrency = concurrency
+        # A step whose attempts lose the lease this many times in a row halts its task
+        # (docs/reliability.md); None: it is retried as its policy allows, for ever.
+        if max_lease_losses is not None and (
+            not isinstance(max_lease_losses, int) or max_lease_losses < 1
+        ):
+            raise ValueError(
+                f"max_lease_losses must be a positive int or None, not {max_lease_losses!r}"
+            )
+        self.max_lease_losses = max_lease_losses
         self.token = token if token is not None else env.get("TROTH_TOKEN")
         self.retry_timeout_ms = round(retry_timeout.total_seconds() * 1000)
         # Remote mode: how long a request that got no answer (or a 502/503/504) is retried
@@ -204,6 +215,7 @@ class Troth(Starts):
         self.started = False
         self._runtime: Runtime | None = None
         self._worker: Worker | None = None
+        self._watch: LoopWatch | None = None
         self._service: Any = None
         # Executions being created by ``run``/``rpc`` (and those whose creation failed and
         # no handle has reported yet), by id: ``stop`` waits for them and logs failures.
@@ -276,6 +288,8 @@ class Troth(Starts):
                 default_timeout=self.default_timeout,
                 tracing=self._tracing,
                 metrics=self.metrics,
+                max_lease_losses=self.max_lease_losses,
+                stalls=Stalls(self.ttl_ms, lambda at, s: self.metrics.stalled(at.function, s)),
             )
         return self._runtime
 
@@ -316,6 +330,8 @@ class Troth(Starts):
         runtime = self.runtime
         self._worker = Worker(runtime, self.concurrency, self.waiter.notify)
         self._worker.start()
+        self._watch = LoopWatch(runtime.stalls)
+        self._watch.start()
         self.started = True
         await runtime.network.start(self._worker.on_message, self.waiter.relisten)
 
@@ -328,6 +344,9 @@ class Troth(Starts):
         if self._worker is not None:
             await self._worker.stop(self.shutdown_grace)
             self._worker = None
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
         if self._runtime is not None:
             await self._runtime.network.stop()
         if self._service is not None:

@@ -23,12 +23,22 @@ import functools
 import inspect
 import logging
 import random as _random
-import time
 import uuid as _uuid
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpack, cast, overload
+from typing import (
+    Any,
+    Concatenate,
+    Generic,
+    NamedTuple,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    Unpack,
+    cast,
+    overload,
+)
 
 import msgspec
 
@@ -48,7 +58,7 @@ from troth.protocol.records import (
 )
 from troth.protocol.requests import PromiseCreateRequest
 from troth.protocol.subjects import PROMISE_ID, TASK_ID
-from troth.sdk import attempts
+from troth.sdk import attempts, stalls
 from troth.sdk.cancellation import grace_tags
 from troth.sdk.codec import encode_error, parameter_hints, result_of
 from troth.sdk.errors import (
@@ -56,6 +66,8 @@ from troth.sdk.errors import (
     CanceledError,
     ExecutionSignal,
     FunctionNotFoundError,
+    LeaseLossesExceeded,
+    LeaseLost,
     Suspended,
     UnstorableValueError,
 )
@@ -75,6 +87,7 @@ from troth.sdk.registry import function_name, invocation_data, takes_context
 from troth.sdk.replay import Call, digest
 from troth.sdk.retry import Never, RetryPolicy, default_policy, next_retry
 from troth.sdk.saga import Saga
+from troth.sdk.stalls import Where
 
 log = logging.getLogger(__name__)
 
@@ -121,23 +134,28 @@ async def invoke(
     ctx: Context | None,
     args: tuple[Any, ...] | list[Any],
     kwargs: dict[str, Any],
+    where: Where,
     inline: bool = False,
 ) -> Any:
     """Call a durable function with ``ctx``, or a plain one without: ``async def`` in the
-    loop, ``def`` in a worker thread so a long step cannot starve the heartbeat (or, when
-    ``inline``, in the loop too: the ``inline`` option)."""
+    loop, ``def`` in a worker thread so a long step cannot hold up the loop (or, when
+    ``inline``, in the loop too: the ``inline`` option). What runs on the loop is timed as
+    ``where``'s code (``troth.sdk.stalls``)."""
+    stalls = runtime.stalls
     if ctx is not None:
-        result = fn(ctx, *args, **kwargs)
-        if inspect.isawaitable(result):
+        result = stalls.call(fn, where, ctx, *args, **kwargs)
+        if inspect.iscoroutine(result):
+            result = await stalls.timed(result, where)
+        elif inspect.isawaitable(result):
             result = await result
         ctx._finish()
         return result
     runtime.active_steps += 1
     try:
         if inspect.iscoroutinefunction(fn):
-            return await fn(*args, **kwargs)
+            return await stalls.timed(fn(*args, **kwargs), where)
         if inline:
-            result = _inline(runtime, fn, args, kwargs)
+            result = stalls.call(fn, where, *args, **kwargs)
         else:
             result = await asyncio.to_thread(fn, *args, **kwargs)
         return await result if inspect.isawaitable(result) else result
@@ -145,30 +163,12 @@ async def invoke(
         runtime.active_steps -= 1
 
 
-def _inline(
-    runtime: Runtime,
-    fn: Callable[..., Any],
-    args: tuple[Any, ...] | list[Any],
-    kwargs: dict[str, Any],
-) -> Any:
-    """Call a plain step on the loop's own thread; say so, once per function, when it held
-    the loop for a tenth of the lease or more (heartbeats wait for it meanwhile)."""
-    begun = time.monotonic()
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        held_ms = (time.monotonic() - begun) * 1000
-        name = function_name(fn)
-        if held_ms >= runtime.leases.ttl_ms / 10 and name not in runtime.slow_inline:
-            runtime.slow_inline.add(name)
-            log.warning(
-                "inline step %s held the event loop for %.0f ms (the lease is %d ms): "
-                "heartbeats and every other execution in this process waited; run it in a "
-                "thread (inline=False) unless it is cheap",
-                name,
-                held_ms,
-                runtime.leases.ttl_ms,
-            )
+class Attempted(NamedTuple):
+    """How a step's attempts ended: the outcome to record, and the attempt that made it."""
+
+    state: SettleState
+    value: Value
+    attempt: int
 
 
 @dataclass(frozen=True)
@@ -189,6 +189,13 @@ class Step:
     opts: Options = field(default_factory=Options)
     timeouts: list[tuple[timedelta | None, DeadlineSource]] = field(default_factory=list)
     """The step's deadline choices, in order of precedence."""
+
+    @property
+    def reruns(self) -> bool:
+        """Whether running it again repeats its work: a plain function's run is a new
+        attempt; a durable function's replay is not, and a value (now, random, uuid) is
+        simply made again."""
+        return self.call.kind == "run" and not self.durable
 
 
 class DurableCall(Protocol):
@@ -442,8 +449,9 @@ class Context(Calls):
             return record
         if CANCELED_TAG in record.tags:
             return await self._refuse(record)
-        state, value = await self._attempts(record, step)
-        return await self._record(functools.partial(execution.settle, id), state, value)
+        attempted = await self._attempts(record, step)
+        settle = functools.partial(execution.settle, id)
+        return await self._outcome(settle, step, record, attempted)
 
     def _start(self, step: Step) -> PromiseCreateRequest:
         """The create that records that ``step`` started, now, in this run."""
@@ -478,11 +486,12 @@ class Context(Calls):
         execution = self._execution
         start = Start(execution, request)
         announce = execution.spawn(start.after(START_AFTER))
+        provisional = start.provisional()
         try:
-            state, value = await self._attempts(start.provisional(), step, start)
+            attempted = await self._attempts(provisional, step, start)
         finally:
             announce.cancel()
-        record = await self._record(start.settle, state, value)
+        record = await self._outcome(start.settle, step, provisional, attempted)
         execution.check(record, step.call)
         return record
 
@@ -497,13 +506,14 @@ class Context(Calls):
 
     async def _attempts(
         self, record: PromiseRecord, step: Step, start: Start | None = None
-    ) -> tuple[SettleState, Value]:
+    ) -> Attempted:
         """Run attempts of a pending step until one succeeds or the policy gives up;
         ``start`` is the create of a step not recorded yet (then ``record`` is provisional).
 
         The count survives crashes (``troth.sdk.attempts``): a step that an earlier run
         started resumes at the attempt after the failures it recorded, and for a plain
-        function the attempt that run was making counts as made and interrupted.
+        function the attempt that run was making counts as made and interrupted. A streak
+        of ``max_lease_losses`` interrupted attempts halts the task instead.
         """
         execution = self._execution
         runtime = execution.runtime
@@ -511,25 +521,37 @@ class Context(Calls):
         failures = await attempts.failures(execution, record.id, verify=not fresh)
         attempt = len(failures) + 1
         resume_at = attempts.retry_at(failures[-1]) if failures else None
+        cut_off = attempts.cut_off(failures)
         if (
             not fresh
-            and step.call.kind == "run"  # a value (now, random, uuid) is simply made again
-            and not step.durable  # a durable function's replay is not a new attempt
-            and (resume_at is None or resume_at <= runtime.clock.now())
+            and step.reruns
+            and (not failures or (resume_at is not None and resume_at <= runtime.clock.now()))
         ):
             # The earlier run was making this attempt (or may have been) when it stopped.
-            error: Exception = AttemptInterruptedError(record.id, attempt)
+            self._halt_on_losses(step, record, [*cut_off, None])
+            error: Exception = AttemptInterruptedError(record.id, attempt, attempts.STOPPED)
             wait = self._retry(step, attempt, error, record)
             if wait is None:
-                return SettleState.REJECTED, encode_error(runtime.codec, error)
-            await attempts.record_failure(execution, record, attempt, error, wait)
-            if await execution.pause(wait, cancelable=not step.shielded):
-                return self._canceled()
+                return Attempted(SettleState.REJECTED, encode_error(runtime.codec, error), attempt)
+            await attempts.record_failure(
+                execution, record, attempt, error, wait, interrupted=attempts.STOPPED
+            )
+            resume_at = runtime.clock.now() + round(wait * 1000)
             attempt += 1
-        elif resume_at is not None:
+        elif cut_off and resume_at is None and step.reruns:
+            # The run that made the last attempt lost its lease and recorded why: the policy
+            # decides on another attempt now.
+            self._halt_on_losses(step, record, cut_off)
+            error = AttemptInterruptedError(record.id, attempt - 1, attempts.cause(cut_off[-1]))
+            wait = self._retry(step, attempt - 1, error, record)
+            if wait is None:
+                return Attempted(SettleState.REJECTED, encode_error(runtime.codec, error), attempt)
+            resume_at = runtime.clock.now() + round(wait * 1000)
+        if resume_at is not None:
             wait = max(0.0, (resume_at - runtime.clock.now()) / 1000)
             if await execution.pause(wait, cancelable=not step.shielded):
-                return self._canceled()
+                return Attempted(*self._canceled(), attempt)
+        where = Where(execution.root.id, record.id, step.call.name or step.call.kind)
         while True:
             if signal := execution.lost():
                 raise signal
@@ -551,18 +573,21 @@ class Context(Calls):
                     runtime.metrics.step(step.call.step),
                 ):
                     result = await invoke(
-                        runtime, step.fn, child, step.args, step.kwargs, step.inline
+                        runtime, step.fn, child, step.args, step.kwargs, where, step.inline
                     )
-                return SettleState.RESOLVED, runtime.codec.encode(result)
+                value = self._stalled(where, runtime.codec.encode(result))
+                return Attempted(SettleState.RESOLVED, value, attempt)
             except ExecutionSignal:
                 raise
             except Exception as e:
                 error = e
             if isinstance(error, CanceledError):  # never retried: it ends as canceled
-                return SettleState.REJECTED_CANCELED, encode_error(runtime.codec, error)
+                canceled = encode_error(runtime.codec, error)
+                return Attempted(SettleState.REJECTED_CANCELED, canceled, attempt)
             wait = self._retry(step, attempt, error, record)
             if wait is None:
-                return SettleState.REJECTED, encode_error(runtime.codec, error)
+                rejected = self._stalled(where, encode_error(runtime.codec, error))
+                return Attempted(SettleState.REJECTED, rejected, attempt)
             runtime.metrics.retried(step.call.step)
             log.warning(
                 "step %s failed (attempt %d: %r); retrying in %.3g s",
@@ -576,8 +601,45 @@ class Context(Calls):
                 record = await start.send()  # its failures are recorded below it
             await attempts.record_failure(execution, record, attempt, error, wait)
             if await execution.pause(wait, cancelable=not step.shielded):
-                return self._canceled()
+                return Attempted(*self._canceled(), attempt)
             attempt += 1
+
+    def _halt_on_losses(
+        self, step: Step, record: PromiseRecord, streak: Sequence[PromiseRecord | None]
+    ) -> None:
+        """Halt the task if ``streak`` (the step's interrupted attempts in a row, None for
+        one found just now) has reached ``Troth(max_lease_losses=...)``."""
+        bound = self._execution.runtime.max_lease_losses
+        if bound is None or len(streak) < bound:
+            return
+        causes = [attempts.STOPPED if r is None else attempts.cause(r) for r in streak]
+        name = step.call.name or step.call.kind
+        raise LeaseLossesExceeded(self._execution.root.id, record.id, name, causes)
+
+    async def _outcome(
+        self, settle: Settle, step: Step, record: PromiseRecord, attempted: Attempted
+    ) -> PromiseRecord:
+        """Record an attempt's outcome (``_record``); if it is refused because this run lost
+        the task's lease, an attempt that will run again is recorded as cut off, with why,
+        before the run stops."""
+        try:
+            return await self._record(settle, attempted.state, attempted.value)
+        except LeaseLost:
+            if not step.reruns:
+                raise
+            execution = self._execution
+            stalled = (attempted.value.headers or {}).get(stalls.STALLED_HEADER)
+            ttl = execution.runtime.leases.ttl_ms / 1000
+            if stalled is not None:
+                why = f"blocked the event loop {int(stalled) / 1000:.1f} s, lease {ttl:g} s"
+            else:
+                why = f"its lease ({ttl:g} s) lapsed before its outcome was recorded"
+            await attempts.record_lost(execution, record, attempted.attempt, why)
+            raise
+
+    def _stalled(self, where: Where, value: Value) -> Value:
+        """A step's outcome, with how long its code blocked the event loop if it did."""
+        return stalls.mark(value, self._execution.runtime.stalls.stalled_ms(where))
 
     def _canceled(self) -> tuple[SettleState, Value]:
         """A step given up because its execution was canceled (between attempts)."""

@@ -139,12 +139,15 @@ class AttemptInterruptedError(TrothError):
     allows another attempt the step is retried like after any failure.
     """
 
-    def __init__(self, step_id: str, attempt: int) -> None:
+    def __init__(self, step_id: str, attempt: int, cause: str | None = None) -> None:
+        because = f": {cause}" if cause else ""
         super().__init__(
-            f"attempt {attempt} of step {step_id!r} was interrupted before it recorded an outcome"
+            f"attempt {attempt} of step {step_id!r} was interrupted before it recorded an "
+            f"outcome{because}"
         )
         self.step_id = step_id
         self.attempt = attempt
+        self.cause = cause
 
 
 # -- control signals ------------------------------------------------------------------------
@@ -170,7 +173,29 @@ class Stopping(Aborted):
     """The worker is stopping: no new durable call starts; the task is released."""
 
 
-class NonDeterminismError(ExecutionSignal):
+class MustHalt(ExecutionSignal):
+    """The execution cannot go on until an operator acts: its task is halted, with this
+    signal's message recorded as the reason (``HaltedError.reason``)."""
+
+
+class LeaseLossesExceeded(MustHalt):
+    """A step's attempts were cut off by lost leases ``losses`` times in a row, the bound of
+    ``Troth(max_lease_losses=...)``: running it again would most likely lose it again (and
+    repeat its effects), so the task halts with the causes instead."""
+
+    def __init__(self, execution_id: str, step_id: str, function: str, causes: list[str]):
+        attempts = "; ".join(f"attempt {n}: {cause}" for n, cause in enumerate(causes, 1))
+        super().__init__(
+            f"step {function} ({step_id!r}) of execution {execution_id!r} lost its lease "
+            f"{len(causes)} times in a row ({attempts}); the task is halted: fix the step "
+            f"(or raise the lease), then resume the execution"
+        )
+        self.execution_id = execution_id
+        self.step_id = step_id
+        self.causes = causes
+
+
+class NonDeterminismError(MustHalt):
     """A replay met a recorded step that a different call made (see ``troth.sdk.replay``).
 
     The execution is not advanced: its task is halted so that an operator sees it, fixes the
@@ -216,15 +241,16 @@ class IdempotencyConflictError(TrothError):
 
 
 class HaltedError(TrothError):
-    """The execution is halted: a replay diverged from its history (``reason``, the
-    ``NonDeterminismError`` message, or None if no reason was recorded). It waits,
-    unchanged, until code that matches its history is deployed and it is resumed with
+    """The execution is halted: a replay diverged from its history, or a step lost its lease
+    again and again (``reason``, the ``NonDeterminismError`` or ``LeaseLossesExceeded``
+    message, or None if no reason was recorded). It waits, unchanged, until its cause is
+    fixed (code that matches its history deployed, the step fixed) and it is resumed with
     ``app.executions.resume(id)``."""
 
     def __init__(self, id: str, reason: str | None) -> None:
         super().__init__(
-            f"execution {id!r} is halted: {reason or 'no reason was recorded'}. Deploy code "
-            f"that matches its history, then resume it with app.executions.resume({id!r})"
+            f"execution {id!r} is halted: {reason or 'no reason was recorded'}. Fix the "
+            f"cause, then resume it with app.executions.resume({id!r})"
         )
         self.id = id
         self.reason = reason

@@ -61,6 +61,7 @@ from troth.sdk.metrics import UNMEASURED, Metrics
 from troth.sdk.network import Network, action_head, unicast
 from troth.sdk.registry import Registry
 from troth.sdk.replay import Call
+from troth.sdk.stalls import Stalls
 from troth.sdk.tracing import UNTRACED, Tracing
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,11 @@ class Runtime:
     settled: SettledCache
     leases: Leases  # the tasks this process holds (see ``Execution.lost``)
     active_steps: int = 0  # plain functions running now (virtual time waits for them)
-    # Functions whose inline step held the loop too long, already warned about (once each).
-    slow_inline: set[str] = field(default_factory=set)
+    # ``Troth(max_lease_losses=...)``: a step's interrupted attempts in a row that halt its
+    # task (``troth.sdk.attempts``); None: no bound.
+    max_lease_losses: int | None = 3
+    # Code that blocks the event loop, timed and reported (``troth.sdk.stalls``).
+    stalls: Stalls = field(default_factory=lambda: Stalls(30_000))
     # ``Troth(default_timeout=...)``: the deadline of executions started without one.
     default_timeout: timedelta | None = None
     # Spans of runs, steps and rpcs (``troth.sdk.tracing``), chosen once per app.

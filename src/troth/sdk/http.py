@@ -45,7 +45,7 @@ from troth.protocol.kinds import Kind
 from troth.protocol.messages import decode_delivered
 from troth.protocol.requests import Data
 from troth.protocol.responses import Reply
-from troth.sdk.clock import Clock
+from troth.sdk.clock import Clock, WallClock
 from troth.sdk.errors import NetworkError
 from troth.sdk.http11 import Http11Client, Response
 from troth.sdk.network import Network, OnConnect, OnMessage, corr_id
@@ -99,6 +99,19 @@ class HttpNetwork(Network):
         self._timeout_ms = timeout_ms
         self._listener: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
+
+    def twin(self) -> HttpNetwork:
+        """A network to the same servers, as the same process, with connections of its own:
+        for another thread's event loop (the heartbeat's, ``troth.sdk.heartbeat``)."""
+        return HttpNetwork(
+            self.urls,
+            self.group,
+            self.pid,
+            WallClock(),
+            token=self.token,
+            timeout_ms=self._timeout_ms,
+            request_retry_ms=round(self._request_retry * 1000),
+        )
 
     @property
     def url(self) -> str:

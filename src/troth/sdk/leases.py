@@ -11,11 +11,15 @@ after the send time of the last acquire or acknowledged heartbeat. The server co
 lease from the later instant it applied the request, so only the two clocks' rates need to
 agree, not their readings. ``Leases`` owns that bookkeeping and the rule; the worker tells
 it what it acquired, renewed and let go, and a run asks it before each step.
+
+The heartbeat may renew from a thread of its own (``troth.sdk.heartbeat``), so every read
+and write of the bookkeeping holds a lock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -38,19 +42,22 @@ class Leases:
         self._versions: dict[str, int] = {}
         self._live_until: dict[str, int] = {}
         self._changed = asyncio.Event()
+        self._lock = threading.Lock()
 
     def hold(self, task: HeldTask, sent: int) -> None:
         """``task`` was acquired (or created held) by a request sent at ``sent``; a run of
         a newer version takes the place of an older one."""
-        self._versions[task.id] = task.version
-        self._live_until[task.id] = sent + self.ttl_ms
+        with self._lock:
+            self._versions[task.id] = task.version
+            self._live_until[task.id] = sent + self.ttl_ms
         self._changed.set()
 
     def drop(self, task: HeldTask) -> None:
         """The run of ``task`` has ended; a newer run's lease is kept."""
-        if self.drives(task):
-            del self._versions[task.id]
-            del self._live_until[task.id]
+        with self._lock:
+            if self._versions.get(task.id) == task.version:
+                del self._versions[task.id]
+                del self._live_until[task.id]
 
     def drives(self, task: HeldTask) -> bool:
         """True while the run of ``task`` is the one this process drives the task with."""
@@ -58,24 +65,27 @@ class Leases:
 
     def lost(self, task: HeldTask) -> str | None:
         """Why the run of ``task`` may no longer hold it, or None while it certainly does."""
-        if not self.drives(task):
-            return "is driven by a newer run of this process"
-        if self._clock.now() >= self._live_until[task.id]:
-            return "may have lapsed (no heartbeat was acknowledged in time)"
-        return None
+        with self._lock:
+            if self._versions.get(task.id) != task.version:
+                return "is driven by a newer run of this process"
+            if self._clock.now() >= self._live_until[task.id]:
+                return "may have lapsed (no heartbeat was acknowledged in time)"
+            return None
 
     def renewed(self, tasks: Iterable[HeldTask], sent: int) -> None:
         """A heartbeat for ``tasks`` sent at ``sent`` was acknowledged. It renews a lease
         only if it came back while the lease was certainly live: then the server applied it
         before the lease lapsed, so it extended it."""
         now = self._clock.now()
-        for task in tasks:
-            if self.drives(task) and self._live_until[task.id] > now:
-                self._live_until[task.id] = max(self._live_until[task.id], sent + self.ttl_ms)
+        with self._lock:
+            for task in tasks:
+                if self._versions.get(task.id) == task.version and self._live_until[task.id] > now:
+                    self._live_until[task.id] = max(self._live_until[task.id], sent + self.ttl_ms)
 
     def held(self) -> list[HeldTask]:
         """Every task held, at the version of the run that drives it."""
-        return [HeldTask(id, version) for id, version in self._versions.items()]
+        with self._lock:
+            return [HeldTask(id, version) for id, version in self._versions.items()]
 
     async def any_held(self) -> None:
         """Return once a task is held (at once if one is)."""
@@ -85,5 +95,6 @@ class Leases:
 
     def clear(self) -> None:
         """Forget every lease: the worker has handed its tasks back."""
-        self._versions.clear()
-        self._live_until.clear()
+        with self._lock:
+            self._versions.clear()
+            self._live_until.clear()

@@ -17,7 +17,9 @@ What is counted:
 - the **replay time** of a run that answered calls from their records: from its start to
   the last call so answered, the time spent catching up with its history;
 - each **attempt** of a local step, timed, ``ok``, ``failed`` or ``interrupted`` (its run
-  stopped under it), and each **retry** the step's policy grants.
+  stopped under it), and each **retry** the step's policy grants;
+- each **stall**: a stretch of a function's code that held the event loop past the stall
+  threshold (``troth.sdk.stalls``), by function, with the seconds it held it.
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ class Metrics:
 
     def retried(self, step: str) -> None:
         """The retry policy granted ``step`` another attempt."""
+
+    def stalled(self, function: str, seconds: float) -> None:
+        """Code of ``function`` held the event loop for ``seconds`` (a stall)."""
 
 
 UNMEASURED = Metrics()
@@ -107,6 +112,18 @@ class PrometheusMetrics(Metrics):
             ["step"],
             registry=registry,
         )
+        stalls = Counter(
+            "troth_sdk_loop_stalls_total",
+            "Stretches of code that blocked the event loop past the stall threshold",
+            ["function"],
+            registry=registry,
+        )
+        stalled = Counter(
+            "troth_sdk_loop_stalled_seconds_total",
+            "Seconds the event loop was blocked by stalls",
+            ["function"],
+            registry=registry,
+        )
         # A child per label values, made once: prometheus-client's ``labels`` validates and
         # locks on every call, several times the cost of the count itself.
         self._started = functools.cache(started.labels)
@@ -115,6 +132,8 @@ class PrometheusMetrics(Metrics):
         self._attempts = functools.cache(attempts.labels)
         self._retries = functools.cache(retries.labels)
         self._latency = functools.cache(latency.labels)
+        self._stalls = functools.cache(stalls.labels)
+        self._stalled = functools.cache(stalled.labels)
         # Each run in progress: its function, its start, its last replayed call.
         self._runs: dict[int, tuple[str, float, float | None]] = {}
 
@@ -142,6 +161,10 @@ class PrometheusMetrics(Metrics):
 
     def retried(self, step: str) -> None:
         self._retries(step).inc()
+
+    def stalled(self, function: str, seconds: float) -> None:
+        self._stalls(function).inc()
+        self._stalled(function).inc(seconds)
 
 
 class _Attempt:

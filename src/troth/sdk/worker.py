@@ -18,10 +18,10 @@ the function (``Execution``) and then, by the outcome (``Worker._after``, one ha
 - a replay diverged from its history: the reason is recorded for its callers (a halt
   record, see ``troth.sdk.client``), then ``task.halt``, logged as an error for an operator.
 
-One heartbeat request every TTL/2 extends the lease of every task held (the leases, and
-the rule that a run starts no step unless its lease is certainly live, are
-``troth.sdk.leases``), and at most ``concurrency`` tasks run at once (further messages
-wait for a slot before acquiring).
+One heartbeat request every TTL/2 extends the lease of every task held, from a thread of
+its own against a server (``troth.sdk.heartbeat``; the leases, and the rule that a run
+starts no step unless its lease is certainly live, are ``troth.sdk.leases``), and at most
+``concurrency`` tasks run at once (further messages wait for a slot before acquiring).
 """
 
 from __future__ import annotations
@@ -56,12 +56,11 @@ from troth.protocol.requests import (
     TaskAcquireRequest,
     TaskFulfillRequest,
     TaskHaltRequest,
-    TaskHeartbeatRequest,
     TaskReleaseRequest,
     TaskSuspendRequest,
 )
 from troth.protocol.subjects import TASK_ID
-from troth.sdk import attempts
+from troth.sdk import attempts, stalls
 from troth.sdk.client import halt_record, halt_records, halt_value
 from troth.sdk.codec import convert, encode_error
 from troth.sdk.context import Context, invoke
@@ -70,8 +69,8 @@ from troth.sdk.errors import (
     ExecutionSignal,
     FunctionNotFoundError,
     LeaseLost,
+    MustHalt,
     NetworkError,
-    NonDeterminismError,
     Stopping,
     UnstorableValueError,
 )
@@ -85,11 +84,13 @@ from troth.sdk.execution import (
     Runtime,
     Suspend,
 )
+from troth.sdk.heartbeat import heartbeat_for
 from troth.sdk.known import Known
 from troth.sdk.leases import HeldTask
 from troth.sdk.network import action_head
 from troth.sdk.registry import Registered
 from troth.sdk.retry import RetryPolicy, default_policy, next_retry
+from troth.sdk.stalls import Where
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,12 @@ class Drive:
                 root.timeout_at,
                 attempt=self.attempt,
             )
-        return invoke(self.runtime, self.entry.fn, ctx, self.args, self.kwargs)
+        return invoke(self.runtime, self.entry.fn, ctx, self.args, self.kwargs, self.where)
+
+    @property
+    def where(self) -> Where:
+        """The function's own code, as stalls of the event loop name it."""
+        return Where(self.root.id, None, self.entry.name)
 
 
 class Worker:
@@ -149,8 +155,10 @@ class Worker:
         self._slots = asyncio.Semaphore(concurrency)
         self._on_settled = on_settled
         self._jobs: set[asyncio.Task[None]] = set()
-        self._heartbeat: asyncio.Task[None] | None = None
-        self._per_origin_heartbeat = False
+        self._driving: dict[str, asyncio.Future[None]] = {}  # the run of each task, by id
+        self._heartbeat = heartbeat_for(
+            self.leases, runtime.network, runtime.clock, runtime.network.send
+        )
         # Tasks this worker released without progress (function or version not registered,
         # server trouble), by id, with how often: a later message for one waits before
         # acquiring, so a release (which re-dispatches at once) cannot become a hot loop.
@@ -159,7 +167,7 @@ class Worker:
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._heartbeat = asyncio.create_task(self._beat(), name="troth-heartbeat")
+        self._heartbeat.start()
 
     async def stop(self, grace: float) -> None:
         """Stop taking work, let running steps finish and record their results for up to
@@ -188,7 +196,8 @@ class Worker:
                 )
         # A cancelled drive forgets its task before we release it.
         held = {task.id: task for task in self.leases.held()}
-        jobs = [*self._jobs, *([self._heartbeat] if self._heartbeat else [])]
+        jobs = list(self._jobs)
+        await self._heartbeat.stop()
         for job in jobs:
             job.cancel()
         for job in jobs:
@@ -222,6 +231,15 @@ class Worker:
                 watching.on_cancel(promise)
 
     async def _execute(self, task: TaskRef) -> None:
+        earlier = self._driving.get(task.id)
+        if earlier is not None:
+            # An earlier run of the task is still ending here (its lease lapsed under it):
+            # it records what it knows of its cut-off attempt before the next run counts
+            # the attempts (``troth.sdk.attempts``). A run stuck for good is not waited for.
+            # On the app's clock (virtual time in tests), not the loop's.
+            lapse = asyncio.ensure_future(self.runtime.clock.sleep(self.leases.ttl_ms / 1000))
+            await asyncio.wait([earlier, lapse], return_when=asyncio.FIRST_COMPLETED)
+            lapse.cancel()
         setbacks = self._setbacks.get(task.id)
         if setbacks:
             await self.runtime.clock.sleep(min(0.5 * 2**setbacks, MAX_SETBACK_BACKOFF))
@@ -259,13 +277,17 @@ class Worker:
     ) -> None:
         held = HeldTask(task.id, task.version)
         self.leases.hold(held, sent)
+        driving = asyncio.ensure_future(self._run(held, root, preload))
+        self._driving[task.id] = driving
         try:
-            await self._run(held, root, preload)
+            await driving
         except NetworkError as e:
             log.warning("task %s: server unreachable (%s); releasing", held.id, e)
             await self._release(held)
         finally:
             self.leases.drop(held)
+            if self._driving.get(task.id) is driving:
+                del self._driving[task.id]
 
     async def _run(self, task: HeldTask, root: PromiseRecord, preload: list[PromiseRecord]) -> None:
         """Run the task's function, again after each outcome that continues it here, until
@@ -411,6 +433,8 @@ class Worker:
                 error = e
         if error is not None:
             encoded = encode_error(codec, error)
+        stalled = self.runtime.stalls.stalled_ms(Where(execution.root.id, None, ""))
+        encoded = stalls.mark(encoded, stalled)
         state = SettleState.RESOLVED if error is None else SettleState.REJECTED
         if isinstance(error, CanceledError):
             state = SettleState.REJECTED_CANCELED
@@ -476,7 +500,7 @@ class Worker:
             case Stopping():
                 log.info("task %s: %s; releasing it", task.id, signal)
                 await self._release(task, setback=False)
-            case NonDeterminismError():
+            case MustHalt():
                 await self._halt(execution, signal)
             case LeaseLost():
                 log.warning(
@@ -489,8 +513,9 @@ class Worker:
                 log.warning("task %s: %s; releasing", task.id, signal)
                 await self._release(task)
 
-    async def _halt(self, execution: Execution, error: NonDeterminismError) -> None:
-        """A replay diverged from its history: record why, then ``task.halt``."""
+    async def _halt(self, execution: Execution, error: MustHalt) -> None:
+        """The run cannot go on until an operator acts (its replay diverged from its history,
+        a step lost its lease again and again): record why, then ``task.halt``."""
         task = execution.task
         # ERROR, not WARNING: the execution waits for an operator (docs/logging.md).
         log.error("task %s halts: %s", task.id, error, extra={TASK_ID: task.id})
@@ -506,7 +531,7 @@ class Worker:
         if status != 200:
             log.error("%s %s answered %s: %s", Kind.TASK_HALT, task.id, status, body)
 
-    async def _record_halt(self, execution: Execution, error: NonDeterminismError) -> None:
+    async def _record_halt(self, execution: Execution, error: MustHalt) -> None:
         """Record why the task halts, before halting it (``task.halt`` carries no reason):
         the execution's next halt record (see ``troth.sdk.client``) is resolved with the
         reason and this run's task version, through fenced writes, so that only the run
@@ -543,44 +568,6 @@ class Worker:
             return
         if status not in (200, 404, 409):
             log.warning("%s %s answered %s", Kind.TASK_RELEASE, task.id, status)
-
-    # -- heartbeat ----------------------------------------------------------------------------
-
-    async def _beat(self) -> None:
-        while True:
-            await self.leases.any_held()
-            await self.runtime.clock.sleep(self.leases.ttl_ms / 2000)
-            if self.leases.held():
-                try:
-                    await self.heartbeat()
-                except Exception as e:
-                    log.warning("heartbeat failed: %s", e)
-
-    async def heartbeat(self) -> None:
-        """One ``task.heartbeat`` for every held task (per origin if the server insists)."""
-        tasks = self.leases.held()
-        if not self._per_origin_heartbeat:
-            status = await self._beat_once(tasks)
-            if status != 400:
-                return
-            # The reference server refuses a batch that spans origins.
-            self._per_origin_heartbeat = True
-        by_origin: dict[str, list[HeldTask]] = {}
-        for task in tasks:
-            by_origin.setdefault(origin(task.id), []).append(task)
-        for held in by_origin.values():
-            await self._beat_once(held)
-
-    async def _beat_once(self, tasks: list[HeldTask]) -> int:
-        """One heartbeat; an acknowledged one renews the leases (``Leases.renewed``)."""
-        sent = self.runtime.clock.now()
-        refs = [TaskRef(task.id, task.version) for task in tasks]
-        request = TaskHeartbeatRequest(self.runtime.network.pid, refs)
-        status, _ = await self._send(Kind.TASK_HEARTBEAT, request)
-        if status == 200:
-            self.leases.renewed(tasks, sent)
-        return status
-
 
 def _convert_args(params: list[tuple[str, Any, Any]], raw: list[Any]) -> list[Any]:
     out: list[Any] = []
