@@ -139,3 +139,21 @@ def test_a_halted_tree_shows_its_reason_continue_and_settle_buttons() -> None:
     assert shown.count(f'name="csrf" value="{CSRF}"') == 4  # one per form
     read_only = Page(CSRF, actions=False, logged_in=False).execution(root, '"tag"')
     assert "/console/actions/" not in read_only and "read-only" in read_only
+
+
+def test_a_step_that_blocked_the_event_loop_shows_a_warning() -> None:
+    stalled = Value(headers={"troth:stalled-ms": "3042"}, data="InNsZXB0Ig==")
+    records = [
+        record("run<2>", **{"troth:func": "f"}),
+        PromiseRecord(
+            "run<2>:0", PromiseState.RESOLVED, Value(), stalled,
+            {"resonate:parent": "run<2>", "troth:step": "run:blocking"}, 10**13, 0, 5,
+        ),
+        record("run<2>:1", **{"resonate:parent": "run<2>", "troth:step": "run:quick"}),
+    ]  # fmt: skip
+    root = build("run<2>", records)
+    assert [n.stalled_ms for n in root.walk()] == [None, 3042, None]
+    shown = Page(CSRF, actions=False, logged_in=False).execution(root, '"tag"')
+    assert shown.count('class="stall"') == 1
+    assert "blocked the event loop for 3.0 s" in shown
+    assert shown.index('class="stall"') > shown.index('data-id="run&lt;2&gt;:0"')

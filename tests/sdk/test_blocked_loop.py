@@ -14,8 +14,10 @@ processes against ``troth serve``, and embedded.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -84,6 +86,16 @@ async def test_an_async_step_that_sleeps_past_the_lease_runs_once_and_is_reporte
     assert stall, output
     assert "ERROR" in stall[0] and f"sleeper-{group}" in stall[0], stall
     assert "blocking" in stall[0] and "3.0 s" in stall[0], stall
+    # The step's record keeps the stall: troth tree shows it as a warning on that step.
+    tree = subprocess.run(
+        [sys.executable, "-m", "troth", "tree", f"sleeper-{group}", "--url", server.url],
+        capture_output=True, text=True, timeout=30, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert tree.returncode == 0, tree.stderr
+    lines = tree.stdout.splitlines()
+    step = next(i for i, line in enumerate(lines) if f"sleeper-{group}:0" in line)
+    assert "blocked the event loop for 3.0 s" in "\n".join(lines[step : step + 3]), tree.stdout
+    assert sum("blocked the event loop" in line for line in lines) == 1, tree.stdout
 
 
 async def test_an_embedded_async_step_that_sleeps_past_the_lease_runs_once(
@@ -91,7 +103,10 @@ async def test_an_embedded_async_step_that_sleeps_past_the_lease_runs_once(
 ) -> None:
     from datetime import timedelta
 
-    app = Troth(db=str(tmp_path / "troth.db"), ttl=timedelta(seconds=1))
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()
+    app = Troth(db=str(tmp_path / "troth.db"), ttl=timedelta(seconds=1), metrics=registry)
     runs: list[int] = []
 
     @app.register
@@ -111,6 +126,9 @@ async def test_an_embedded_async_step_that_sleeps_past_the_lease_runs_once(
             "slept"
         )
     assert runs == [1]
+    labels = {"function": "blocking"}
+    assert registry.get_sample_value("troth_sdk_loop_stalls_total", labels) == 1
+    assert 1.4 < (registry.get_sample_value("troth_sdk_loop_stalled_seconds_total", labels) or 0)
     assert any(
         "blocked the event loop" in r.getMessage() and r.levelname == "ERROR"
         for r in caplog.records

@@ -75,7 +75,8 @@ async def _tree(target: Target, args: argparse.Namespace) -> int:
 
 def draw(root: Node) -> Tree:
     """The tree for the terminal: a node's kind, function, id and state on its first line,
-    its times and attempts on the second, its last error on a third."""
+    its times and attempts on the second, then a stall of the event loop and its last
+    error."""
     tree = Tree(_label(root), guide_style="dim")
     _grow(tree, root)
     return tree
@@ -115,6 +116,9 @@ def _label(node: Node) -> _Label:
     line += [_NEWLINE, Segment(times, _DIM)]
     if node.attempts is not None and node.attempts > 1:
         line.append(Segment(f", attempt {node.attempts}", _STATES[PromiseState.PENDING]))
+    if node.stalled_ms is not None:
+        blocked = f"warning: blocked the event loop for {node.stalled_ms / 1000:.1f} s"
+        line += [_NEWLINE, Segment(blocked, _STATES[PromiseState.PENDING])]
     if node.last_error:
         line += [_NEWLINE, Segment(f"error: {node.last_error}", _STATES[PromiseState.REJECTED])]
     return _Label(line)

@@ -45,6 +45,10 @@ ATTEMPT_TAG = "troth:attempt"
 RETRY_AT_TAG = "troth:retry_at"
 """On an attempt record: when the next attempt starts (ms since the epoch)."""
 
+STALLED_HEADER = "troth:stalled-ms"
+"""A value header of a step (or an execution's root) whose code blocked the event loop: its
+longest stall, in ms (``troth.sdk.stalls``)."""
+
 INTERRUPTED_TAG = "troth:interrupted"
 """On an attempt record of an attempt that was cut off (its run lost the task's lease): why,
 in words. Consecutive ones count towards ``Troth(max_lease_losses=...)``."""

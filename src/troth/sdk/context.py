@@ -42,7 +42,7 @@ from typing import (
 
 import msgspec
 
-from troth.protocol.conventions import CANCELED_TAG, SCOPE, STEP_TAG
+from troth.protocol.conventions import CANCELED_TAG, SCOPE, STALLED_HEADER, STEP_TAG
 from troth.protocol.ids import child_id, descends
 from troth.protocol.ids import origin as origin_of
 from troth.protocol.records import (
@@ -628,7 +628,7 @@ class Context(Calls):
             if not step.reruns:
                 raise
             execution = self._execution
-            stalled = (attempted.value.headers or {}).get(stalls.STALLED_HEADER)
+            stalled = (attempted.value.headers or {}).get(STALLED_HEADER)
             ttl = execution.runtime.leases.ttl_ms / 1000
             if stalled is not None:
                 why = f"blocked the event loop {int(stalled) / 1000:.1f} s, lease {ttl:g} s"

@@ -29,15 +29,13 @@ from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from troth.protocol.conventions import STALLED_HEADER
 from troth.protocol.records import Value
 from troth.protocol.subjects import PROMISE_ID, TASK_ID
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-STALLED_HEADER = "troth:stalled-ms"
-"""The value header of a step whose code blocked the event loop: its longest stall, in ms."""
 
 STALL_AFTER = 1.0
 """Seconds a stretch of code may hold the loop before it is a stall (a quarter of the lease

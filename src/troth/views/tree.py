@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from troth.protocol.conventions import ATTEMPT_TAG, CANCEL_TAG, SCOPE, STEP_TAG
+from troth.protocol.conventions import ATTEMPT_TAG, CANCEL_TAG, SCOPE, STALLED_HEADER, STEP_TAG
 from troth.protocol.ids import LINEAGE_SEP, ORIGIN_SEP
 from troth.protocol.records import PARENT, TARGET, PromiseRecord, PromiseState, TaskState
 from troth.views.executions import function_of
@@ -35,7 +35,8 @@ class Node:
     (a step's failed attempt), ``halt``, ``cancel``, or a recorded ``now``, ``random`` or
     ``uuid``. Times are ms since the epoch; ``attempts`` counts a step's attempts so far
     (None where nothing is attempted); ``last_error`` is the error it was rejected with, or
-    its latest failed attempt's while it is retried."""
+    its latest failed attempt's while it is retried; ``stalled_ms`` is the longest time its
+    code blocked the event loop, when it did (a warning: ``troth.sdk.stalls``)."""
 
     id: str
     kind: str
@@ -49,6 +50,7 @@ class Node:
     param: Shown
     value: Shown
     task: TaskState | None = None
+    stalled_ms: int | None = None
     tags: dict[str, str] = field(default_factory=dict)
     children: tuple[Node, ...] = ()
 
@@ -107,9 +109,15 @@ def _node(
         param=param,
         value=value,
         task=tasks.get(record.id),
+        stalled_ms=_stalled_ms(record),
         tags=dict(record.tags),
         children=children,
     )
+
+
+def _stalled_ms(record: PromiseRecord) -> int | None:
+    stalled = (record.value.headers or {}).get(STALLED_HEADER, "")
+    return int(stalled) if stalled.isdigit() else None
 
 
 def _unasked_cancel(record: PromiseRecord) -> bool:
@@ -206,6 +214,7 @@ def to_json(node: Node) -> dict[str, Any]:
         "duration_ms": node.duration_ms,
         "attempts": node.attempts,
         "last_error": node.last_error,
+        "stalled_ms": node.stalled_ms,
         "param": node.param.to_json(),
         "value": node.value.to_json(),
         "tags": node.tags,
@@ -236,6 +245,7 @@ def from_json(data: dict[str, Any]) -> Node:
         param=value(data["param"]),
         value=value(data["value"]),
         task=TaskState(task) if task is not None else None,
+        stalled_ms=data.get("stalled_ms"),
         tags=data.get("tags", {}),
         children=tuple(from_json(child) for child in data.get("children", [])),
     )

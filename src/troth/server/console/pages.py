@@ -144,11 +144,20 @@ class Page:
             if node.last_error
             else NOTHING
         )
+        stall = (
+            html(
+                '<p class="stall"><span class="label">warning</span> blocked the event loop '
+                "for {} s: every other execution of its worker waited</p>",
+                f"{node.stalled_ms / 1000:.1f}",
+            )
+            if node.stalled_ms is not None
+            else NOTHING
+        )
         return html(
             '<li class="node state-{state}" data-id="{id}"><div class="line">'
             '<span class="kind">{kind}</span> <code class="id">{id}</code> '
             '<span class="function">{function}</span> {badge} '
-            '<span class="timing">{timing}</span>{attempts}</div>{error}'
+            '<span class="timing">{timing}</span>{attempts}</div>{stall}{error}'
             "<details><summary>param and value</summary><dl>"
             "<dt>param</dt><dd>{param}</dd><dt>value</dt><dd>{value}</dd>"
             "<dt>created</dt><dd>{created}</dd><dt>settled</dt><dd>{settled}</dd>"
@@ -164,6 +173,7 @@ class Page:
                 if node.attempts and node.attempts > 1
                 else NOTHING
             ),
+            stall=stall,
             error=error,
             param=_shown(node.param),
             value=_shown(node.value) if node.state != "pending" else "—",
