@@ -88,3 +88,11 @@ async def test_troth_worker_takes_url_and_group_and_says_where_it_runs(server, t
         output = worker.communicate(timeout=15)[0].decode()
     assert f"for group {group!r} (server {server.url})" in output
     assert not ledger(tmp_path / "ledger")
+
+
+@pytest.mark.parametrize("bound", [0, -1, 2.5, "3", True])
+def test_max_lease_losses_is_a_positive_int_or_none(bound):
+    with pytest.raises(ValueError, match="max_lease_losses must be a positive int or None"):
+        Troth(db=":memory:", max_lease_losses=bound)
+    assert Troth(db=":memory:", max_lease_losses=None).max_lease_losses is None
+    assert Troth(db=":memory:").max_lease_losses == 3

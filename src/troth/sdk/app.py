@@ -49,8 +49,8 @@ from troth.sdk.context import Context
 from troth.sdk.errors import FunctionNotFoundError, IdempotencyConflictError, ServerError
 from troth.sdk.execution import Runtime, SettledCache
 from troth.sdk.leases import Leases
-from troth.sdk.metrics import measure
 from troth.sdk.network import Network, action_head, anycast, new_pid, target_address
+from troth.sdk.observability import choose, measure
 from troth.sdk.options import (
     DeadlineSource,
     Options,
@@ -64,7 +64,7 @@ from troth.sdk.registry import Registered, Registry, function_name, invocation_d
 from troth.sdk.replay import digest
 from troth.sdk.retry import RetryPolicy
 from troth.sdk.stalls import LoopWatch, Stalls
-from troth.sdk.tracing import UNTRACED, choose
+from troth.sdk.tracing import UNTRACED
 from troth.sdk.worker import Worker
 
 if TYPE_CHECKING:
@@ -183,7 +183,9 @@ class Troth(Starts):
         # A step whose attempts lose the lease this many times in a row halts its task
         # (docs/reliability.md); None: it is retried as its policy allows, for ever.
         if max_lease_losses is not None and (
-            not isinstance(max_lease_losses, int) or max_lease_losses < 1
+            isinstance(max_lease_losses, bool)
+            or not isinstance(max_lease_losses, int)
+            or max_lease_losses < 1
         ):
             raise ValueError(
                 f"max_lease_losses must be a positive int or None, not {max_lease_losses!r}"
