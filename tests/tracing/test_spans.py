@@ -1,5 +1,6 @@
 """The SDK's spans in one process (embedded mode on virtual time, OpenTelemetry's in-memory
-exporter), and the choice of tracing: none unless a tracer is given or configured."""
+exporter), and the choice of tracing (``troth.sdk.observability``): none unless a tracer
+is given or configured."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from opentelemetry.trace import StatusCode
 
 from troth import Constant, Context, Never
 from troth.protocol.conventions import TRACEPARENT
-from troth.sdk.tracing import UNTRACED, choose
+from troth.sdk.observability import choose
+from troth.sdk.tracing import UNTRACED
 from troth.testing import VirtualTroth
 
 pytestmark = pytest.mark.anyio

@@ -4,7 +4,7 @@ An app given a ``prometheus_client.CollectorRegistry`` counts its runs, step att
 retries, and times its steps and replays, in that registry; the app's process serves it as
 it likes (``prometheus_client.start_http_server(port, registry=registry)``). Without one
 the app gets ``UNMEASURED``, whose hooks do nothing, and prometheus-client is never
-imported: the choice is made once per app, as for tracing (``troth.sdk.tracing``).
+imported: the choice is made once per app, as for tracing (``troth.sdk.observability``).
 
 What is counted:
 
@@ -28,7 +28,7 @@ import contextlib
 import functools
 import time
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -196,8 +196,3 @@ class _Attempt:
         else:
             outcome = "interrupted"  # the run stopped under it (its lease, the worker)
         metrics._attempts(self._step, outcome).inc()
-
-
-def measure(registry: Any = None) -> Metrics:
-    """The app's metrics: counted into ``registry`` when given, else ``UNMEASURED``."""
-    return UNMEASURED if registry is None else PrometheusMetrics(registry)

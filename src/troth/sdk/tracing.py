@@ -1,11 +1,8 @@
-"""Where the SDK's OpenTelemetry spans begin and end, and the choice of tracing, made once.
+"""Where the SDK's OpenTelemetry spans begin and end: the hooks, and ``UNTRACED``.
 
-An app traces when it is given a tracer (``Troth(tracer=...)``) or, without one, when a
-global tracer provider is configured by the time its runtime is made (its ``start``, its
-first ``run`` or ``rpc``, or any other request it sends). Otherwise it gets ``UNTRACED``,
-whose hooks do nothing, and OpenTelemetry (the optional ``otel`` extra) is never imported:
-the choice is made once per app, not per call, so tracing off costs a no-op call at each
-hook (bench/tracing.py).
+An app traces when it is given a tracer or a global tracer provider is configured
+(``troth.sdk.observability.choose``, once per app); otherwise it gets ``UNTRACED``, whose
+hooks do nothing, and OpenTelemetry (the optional ``otel`` extra) is never imported.
 
 The spans (``troth.sdk.otel`` makes them; docs/tracing.md shows a trace):
 
@@ -28,7 +25,6 @@ as HTTP headers too (``Tracing.context``), so the server's span of it joins the 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
 
 from troth.protocol.records import PromiseRecord
 from troth.protocol.requests import PromiseCreateRequest
@@ -91,20 +87,3 @@ class Rpc:
 _NO_RUN = contextlib.nullcontext(Run())
 
 UNTRACED = Tracing()
-
-
-def choose(tracer: Any = None) -> Tracing:
-    """The app's tracing: ``tracer``'s, else the global tracer provider's when one is
-    configured, else ``UNTRACED``."""
-    if tracer is None:
-        try:
-            from opentelemetry import trace
-        except ImportError:  # the otel extra is not installed
-            return UNTRACED
-        provider = trace.get_tracer_provider()
-        if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
-            return UNTRACED  # nothing configured: spans would go nowhere
-        tracer = provider.get_tracer("troth.sdk")
-    from troth.sdk.otel import OtelTracing
-
-    return OtelTracing(tracer)
