@@ -127,6 +127,7 @@ def test_retries_halts_and_lease_losses_reach_stderr_with_no_logging_configured(
     one("step retry-a-step:0 failed (attempt 1", "the card service timed out", "retrying in")
     one("task retry-a-run failed (attempt 1", "the inventory was locked", "retrying in")
     one("task lose-a-lease:", "may have lapsed", "the task's next run takes over")
+    one("function lease_lost of execution lose-a-lease", "blocked the event loop for 1.5 s")
     one("task halt-a-run halts:", "non-determinism", "task.continue")
     # Nothing else: what went well stays at INFO, below the last-resort handler.
-    assert len(lines) == 4, ran.stderr
+    assert len(lines) == 5, ran.stderr
