@@ -14,14 +14,11 @@ import functools
 import logging
 import os
 import sqlite3
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import timedelta
 from typing import (
     TYPE_CHECKING,
     Any,
-    Concatenate,
-    ParamSpec,
-    Protocol,
     TypeVar,
     Unpack,
     cast,
@@ -45,7 +42,6 @@ from troth.sdk.cancellation import grace_tags
 from troth.sdk.client import Executions, Handle, Promises, Schedules, Waiter, send_promise
 from troth.sdk.clock import Clock, WallClock
 from troth.sdk.codec import DEFAULT_MAX_VALUE_BYTES, Codec, Encryptor, parameter_hints
-from troth.sdk.context import Context
 from troth.sdk.errors import FunctionNotFoundError, IdempotencyConflictError, ServerError
 from troth.sdk.execution import Runtime, SettledCache
 from troth.sdk.leases import Leases
@@ -63,6 +59,7 @@ from troth.sdk.options import (
 from troth.sdk.registry import Registered, Registry, function_name, invocation_data
 from troth.sdk.replay import digest
 from troth.sdk.retry import RetryPolicy
+from troth.sdk.signatures import ExecutionStart
 from troth.sdk.stalls import LoopWatch, Stalls
 from troth.sdk.tracing import UNTRACED
 from troth.sdk.worker import Worker
@@ -74,35 +71,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
-P = ParamSpec("P")
 T = TypeVar("T")
 
 DEFAULT_DB = "troth.db"
-
-
-class ExecutionStart(Protocol):
-    """``run`` and ``rpc``: an execution id, a function, then the function's own arguments,
-    typed by its signature; the handle's ``result()`` has the function's return type."""
-
-    @overload
-    def __call__(
-        self,
-        id: str,
-        fn: Callable[Concatenate[Context, P], Awaitable[T]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> Handle[T]: ...
-    @overload
-    def __call__(
-        self, id: str, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
-    ) -> Handle[T]: ...
-    @overload
-    def __call__(
-        self, id: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
-    ) -> Handle[T]: ...
-    @overload
-    def __call__(self, id: str, fn: str, /, *args: Any, **kwargs: Any) -> Handle[Any]: ...
 
 
 class Starts:

@@ -24,20 +24,17 @@ import inspect
 import logging
 import random as _random
 import uuid as _uuid
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import (
     Any,
-    Concatenate,
     Generic,
     NamedTuple,
     ParamSpec,
-    Protocol,
     TypeVar,
     Unpack,
     cast,
-    overload,
 )
 
 import msgspec
@@ -87,6 +84,7 @@ from troth.sdk.registry import function_name, invocation_data, takes_context
 from troth.sdk.replay import Call, digest
 from troth.sdk.retry import Never, RetryPolicy, default_policy, next_retry
 from troth.sdk.saga import Saga
+from troth.sdk.signatures import DurableCall
 from troth.sdk.stalls import Where
 
 log = logging.getLogger(__name__)
@@ -196,30 +194,6 @@ class Step:
         attempt; a durable function's replay is not, and a value (now, random, uuid) is
         simply made again."""
         return self.call.kind == "run" and not self.durable
-
-
-class DurableCall(Protocol):
-    """``run``, ``rpc`` and ``detached``: a function, then its own arguments, typed by its
-    signature; the future's value has the function's return type."""
-
-    @overload
-    def __call__(
-        self,
-        fn: Callable[Concatenate[Context, P], Awaitable[T]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> DurableFuture[T]: ...
-    @overload
-    def __call__(
-        self, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
-    ) -> DurableFuture[T]: ...
-    @overload
-    def __call__(
-        self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
-    ) -> DurableFuture[T]: ...
-    @overload
-    def __call__(self, fn: str, /, *args: Any, **kwargs: Any) -> DurableFuture[Any]: ...
 
 
 class Calls:

@@ -28,22 +28,36 @@ are not failures.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Concatenate, NamedTuple, ParamSpec, Unpack, overload
+import functools
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, NamedTuple, Protocol, Unpack, cast
 
-from troth.sdk.options import Options, StepOptions, options
+from troth.sdk.options import StepOptions, options
+from troth.sdk.signatures import Compensate, DurableCall
 
-if TYPE_CHECKING:
-    from troth.sdk.context import Context
 
-P = ParamSpec("P")
+class StepCalls(Protocol):
+    """``ctx.options(...)``, as a saga uses it: ``run`` a compensation's step."""
+
+    @property
+    def run(self) -> DurableCall: ...
+
+
+class Host(Protocol):
+    """What a saga needs of its context (a ``Context``), all of it public: calls with
+    options, and a shield for the compensations."""
+
+    def options(self, **given: Unpack[StepOptions]) -> StepCalls: ...
+
+    def shield(self) -> AbstractAsyncContextManager[None]: ...
 
 
 class Compensation(NamedTuple):
     fn: Callable[..., Any]
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
-    opts: Options
+    options: StepOptions  # as given to ``saga.options(...)``, for ``ctx.options(...)``
 
 
 class Compensations:
@@ -52,40 +66,37 @@ class Compensations:
     its signature."""
 
     _saga: Saga
-    _opts: Options
+    _options: StepOptions
 
-    @overload
-    def on_failure(
-        self,
-        fn: Callable[Concatenate[Context, P], Awaitable[Any]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> None: ...
-    @overload
-    def on_failure(self, fn: Callable[P, Any], /, *args: P.args, **kwargs: P.kwargs) -> None: ...
-    def on_failure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
+    @property
+    def on_failure(self) -> Compensate:
         """Run ``fn(*args, **kwargs)`` as a durable step if the block fails."""
-        self._saga._registered.append(Compensation(fn, args, kwargs, self._opts))
+        return cast(Compensate, functools.partial(self._saga._register, self._options))
 
 
 class CompensationsWith(Compensations):
-    def __init__(self, saga: Saga, opts: Options) -> None:
+    def __init__(self, saga: Saga, given: StepOptions) -> None:
         self._saga = saga
-        self._opts = opts
+        self._options = given
 
 
 class Saga(Compensations):
-    def __init__(self, ctx: Context, parallel: bool = False) -> None:
+    def __init__(self, ctx: Host, parallel: bool = False) -> None:
         self._ctx = ctx
         self._parallel = parallel
         self._registered: list[Compensation] = []
         self._saga = self
-        self._opts = Options()
+        self._options: StepOptions = {}
 
     def options(self, **given: Unpack[StepOptions]) -> CompensationsWith:
         """``on_failure`` with these options for the compensation's step."""
-        return CompensationsWith(self, options(**given))
+        options(**given)  # refused now if it is wrong, not when the block fails
+        return CompensationsWith(self, given)
+
+    def _register(
+        self, given: StepOptions, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> None:
+        self._registered.append(Compensation(fn, args, kwargs, given))
 
     async def __aenter__(self) -> Saga:
         return self
@@ -108,7 +119,7 @@ class Saga(Compensations):
         async with ctx.shield():
             calls = list(reversed(self._registered))
             if self._parallel:
-                futures = [ctx._run(c.opts, c.fn, *c.args, **c.kwargs) for c in calls]
+                futures = [ctx.options(**c.options).run(c.fn, *c.args, **c.kwargs) for c in calls]
                 outcomes = await asyncio.gather(*futures, return_exceptions=True)
                 for outcome in outcomes:
                     if isinstance(outcome, Exception):
@@ -118,7 +129,7 @@ class Saga(Compensations):
             else:
                 for c in calls:
                     try:
-                        await ctx._run(c.opts, c.fn, *c.args, **c.kwargs)
+                        await ctx.options(**c.options).run(c.fn, *c.args, **c.kwargs)
                     except Exception as e:
                         failures.append(e)
         return failures
