@@ -14,61 +14,31 @@ own (``ctx.run(branch, ...)``), which gets its own context and its own numbering
 call is checked against the record it meets (``troth.sdk.replay``), so a replay that
 interleaves differently, or code that changed, is refused rather than answered from
 another call's record.
+
+This module is the call surface: each call is checked, given its id and its request, and
+handed to what runs it, with a future for its outcome. Below it, and never importing it:
+the context's ``Frame`` (numbering, lineage tags, the shield; ``troth.sdk.frames``), the
+local-step driver (``troth.sdk.steps``), and the child promises (``troth.sdk.children``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
-import logging
 import random as _random
 import uuid as _uuid
-from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator
 from datetime import datetime, timedelta
-from typing import (
-    Any,
-    Generic,
-    NamedTuple,
-    ParamSpec,
-    TypeVar,
-    Unpack,
-    cast,
-)
+from typing import Any, Generic, TypeVar, Unpack, cast
 
-import msgspec
-
-from troth.protocol.conventions import CANCELED_TAG, SCOPE, STALLED_HEADER, STEP_TAG
-from troth.protocol.ids import child_id, descends
-from troth.protocol.ids import origin as origin_of
-from troth.protocol.records import (
-    BRANCH,
-    ORIGIN,
-    PARENT,
-    TARGET,
-    TIMER,
-    PromiseRecord,
-    PromiseState,
-    SettleState,
-    Value,
-)
+from troth.protocol.records import TARGET, TIMER, PromiseRecord, PromiseState, Value
 from troth.protocol.requests import PromiseCreateRequest
-from troth.protocol.subjects import PROMISE_ID, TASK_ID
-from troth.sdk import attempts, stalls
+from troth.sdk import children
 from troth.sdk.cancellation import grace_tags
-from troth.sdk.codec import encode_error, parameter_hints, result_of
-from troth.sdk.errors import (
-    AttemptInterruptedError,
-    CanceledError,
-    ExecutionSignal,
-    FunctionNotFoundError,
-    LeaseLossesExceeded,
-    LeaseLost,
-    Suspended,
-    UnstorableValueError,
-)
-from troth.sdk.execution import RUN_TAG, Execution, Runtime
+from troth.sdk.codec import parameter_hints, result_of
+from troth.sdk.errors import FunctionNotFoundError, Suspended
+from troth.sdk.execution import Execution
+from troth.sdk.frames import Frame
 from troth.sdk.network import anycast, target_address
 from troth.sdk.options import (
     CallOptions,
@@ -79,18 +49,15 @@ from troth.sdk.options import (
     deadline_tags,
     options,
 )
-from troth.sdk.recording import START_AFTER, Settle, Start
+from troth.sdk.recording import Start
 from troth.sdk.registry import function_name, invocation_data, takes_context
 from troth.sdk.replay import Call, digest
-from troth.sdk.retry import Never, RetryPolicy, default_policy, next_retry
+from troth.sdk.retry import default_policy
 from troth.sdk.saga import Saga
 from troth.sdk.signatures import DurableCall
-from troth.sdk.stalls import Where
-
-log = logging.getLogger(__name__)
+from troth.sdk.steps import Step, Steps
 
 T = TypeVar("T")
-P = ParamSpec("P")
 
 
 class DurableFuture(Generic[T]):
@@ -124,76 +91,6 @@ class DurableFuture(Generic[T]):
 
     def __repr__(self) -> str:
         return f"<DurableFuture {self.id}>"
-
-
-async def invoke(
-    runtime: Runtime,
-    fn: Callable[..., Any],
-    ctx: Context | None,
-    args: tuple[Any, ...] | list[Any],
-    kwargs: dict[str, Any],
-    where: Where,
-    inline: bool = False,
-) -> Any:
-    """Call a durable function with ``ctx``, or a plain one without: ``async def`` in the
-    loop, ``def`` in a worker thread so a long step cannot hold up the loop (or, when
-    ``inline``, in the loop too: the ``inline`` option). What runs on the loop is timed as
-    ``where``'s code (``troth.sdk.stalls``)."""
-    stalls = runtime.stalls
-    if ctx is not None:
-        result = stalls.call(fn, where, ctx, *args, **kwargs)
-        if inspect.iscoroutine(result):
-            result = await stalls.timed(result, where)
-        elif inspect.isawaitable(result):
-            result = await result
-        ctx._finish()
-        return result
-    runtime.active_steps += 1
-    try:
-        if inspect.iscoroutinefunction(fn):
-            return await stalls.timed(fn(*args, **kwargs), where)
-        if inline:
-            result = stalls.call(fn, where, *args, **kwargs)
-        else:
-            result = await asyncio.to_thread(fn, *args, **kwargs)
-        return await result if inspect.isawaitable(result) else result
-    finally:
-        runtime.active_steps -= 1
-
-
-class Attempted(NamedTuple):
-    """How a step's attempts ended: the outcome to record, and the attempt that made it."""
-
-    state: SettleState
-    value: Value
-    attempt: int
-
-
-@dataclass(frozen=True)
-class Step:
-    """A local step as the code calls it now: its promise, what it runs, how it retries.
-
-    The defaults are those of a recorded value (``ctx.now()``, ``random``, ``uuid``)."""
-
-    id: str
-    call: Call
-    fn: Callable[..., Any]
-    shielded: bool  # made inside ``ctx.shield()``: a cancellation does not stop it
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    durable: bool = False  # ``fn`` takes a ``Context``
-    inline: bool = False  # a plain ``def`` runs on the loop (the ``inline`` option)
-    policy: RetryPolicy = field(default_factory=Never)
-    opts: Options = field(default_factory=Options)
-    timeouts: list[tuple[timedelta | None, DeadlineSource]] = field(default_factory=list)
-    """The step's deadline choices, in order of precedence."""
-
-    @property
-    def reruns(self) -> bool:
-        """Whether running it again repeats its work: a plain function's run is a new
-        attempt; a durable function's replay is not, and a value (now, random, uuid) is
-        simply made again."""
-        return self.call.kind == "run" and not self.durable
 
 
 class Calls:
@@ -259,10 +156,10 @@ class Shield:
         self._ctx = ctx
 
     async def __aenter__(self) -> None:
-        self._ctx._shields += 1
+        self._ctx._frame.shields += 1
 
     async def __aexit__(self, *exc: object) -> None:
-        self._ctx._shields -= 1
+        self._ctx._frame.shields -= 1
 
 
 class Context(Calls):
@@ -279,19 +176,30 @@ class Context(Calls):
         start: Start | None = None,
     ) -> None:
         self._execution = execution
-        self._seq = 0
-        self.id = id
-        self.origin = origin
-        self.branch = branch
-        self.timeout_at = timeout_at
+        self._frame = Frame(execution, id, origin, branch, timeout_at, shielded, start)
+        self._steps = Steps(self._frame, Context)
         self.attempt = attempt  # of the function this context runs (1, then its retries)
         self._ctx = self
         self._opts = Options()
-        self._inherited_shield = shielded  # a durable function run from inside a shield
-        self._shields = 0
-        # A durable step that runs before it is recorded: recorded before its first child,
-        # so that no record's parent is missing (``troth.sdk.recording``).
-        self._unrecorded = start
+
+    @property
+    def id(self) -> str:
+        """This context's promise: the execution's root, or a durable step's."""
+        return self._frame.id
+
+    @property
+    def origin(self) -> str:
+        """The root of the tree it belongs to."""
+        return self._frame.origin
+
+    @property
+    def branch(self) -> str:
+        return self._frame.branch
+
+    @property
+    def timeout_at(self) -> int:
+        """Its deadline (ms since the epoch), which none of its calls can pass."""
+        return self._frame.timeout_at
 
     def options(self, **given: Unpack[CallOptions]) -> CallsWith:
         """The durable calls (``run``, ``rpc``, ``detached``) made with these options (see
@@ -303,7 +211,7 @@ class Context(Calls):
     @property
     def shielded(self) -> bool:
         """True inside ``ctx.shield()`` (or in a durable function run from inside one)."""
-        return self._inherited_shield or self._shields > 0
+        return self._frame.shielded
 
     @property
     def cancel_requested(self) -> bool:
@@ -398,243 +306,8 @@ class Context(Calls):
 
     def _step(self, step: Step, hint: Any) -> DurableFuture[Any]:
         """Start a local step now; its future decodes the value by ``hint``."""
-        task = self._execution.spawn(self._local(step), step=True)
+        task = self._execution.spawn(self._steps.run(step), step=True)
         return DurableFuture(self._execution, step.id, task, hint)
-
-    async def _recorded(self) -> None:
-        """This context's own promise exists before any of its children is written."""
-        if self._unrecorded is not None:
-            await self._unrecorded.send()
-
-    async def _local(self, step: Step) -> PromiseRecord:
-        execution = self._execution
-        await self._recorded()
-        id = step.id
-        record = execution.recorded(id)
-        if record is None:
-            request = self._start(step)
-            if await self._fresh(step, request):
-                return await self._run_fresh(step, request)
-            record = await execution.create(request)
-        execution.check(record, step.call)
-        if record.state != PromiseState.PENDING:
-            execution.runtime.tracing.replayed(record)
-            execution.runtime.metrics.replayed(execution)
-            return record
-        if CANCELED_TAG in record.tags:
-            return await self._refuse(record)
-        attempted = await self._attempts(record, step)
-        settle = functools.partial(execution.settle, id)
-        return await self._outcome(settle, step, record, attempted)
-
-    def _start(self, step: Step) -> PromiseCreateRequest:
-        """The create that records that ``step`` started, now, in this run."""
-        execution = self._execution
-        tags = self._tags(step.id, "local", step.call, own_branch=False)
-        tags[RUN_TAG] = execution.run_id
-        tags.update(step.opts.tags)
-        if execution.canceled(step.shielded) is not None:
-            tags[CANCELED_TAG] = "true"  # refused, in this run and every replay
-        param = execution.runtime.codec.encode({"func": step.call.name or step.call.kind})
-        now = execution.runtime.clock.now()
-        at, source = deadline(now, step.timeouts, self.timeout_at)
-        tags.update(deadline_tags(source))
-        return PromiseCreateRequest(step.id, at, param, tags)
-
-    async def _fresh(self, step: Step, request: PromiseCreateRequest) -> bool:
-        """Whether ``step`` may run before it is recorded (``troth.sdk.recording``): not
-        refused, within its deadline, under this execution, and certainly not created yet."""
-        execution = self._execution
-        if (
-            CANCELED_TAG in request.tags
-            or not descends(step.id, execution.root.id)  # an explicit id: anyone's
-            or request.timeout_at <= execution.runtime.clock.now()  # born timed out: not run
-        ):
-            return False
-        origin, branch = request.tags[ORIGIN], request.tags[BRANCH]
-        return await execution.known.absent(execution.runtime.network, origin, branch, step.id)
-
-    async def _run_fresh(self, step: Step, request: PromiseCreateRequest) -> PromiseRecord:
-        """Run a step that does not exist yet, and record it after: its create and settle in
-        one request, unless it had to be seen pending before (``recording.Start``)."""
-        execution = self._execution
-        start = Start(execution, request)
-        announce = execution.spawn(start.after(START_AFTER))
-        provisional = start.provisional()
-        try:
-            attempted = await self._attempts(provisional, step, start)
-        finally:
-            announce.cancel()
-        record = await self._outcome(start.settle, step, provisional, attempted)
-        execution.check(record, step.call)
-        return record
-
-    async def _record(self, settle: Settle, state: SettleState, value: Value) -> PromiseRecord:
-        """Record a step's outcome with ``settle``; a value the server refuses as too large
-        (413) rejects the step instead. What the store recorded."""
-        try:
-            return await settle(state, value)
-        except UnstorableValueError as error:
-            rejected = encode_error(self._execution.runtime.codec, error)
-            return await settle(SettleState.REJECTED, rejected)
-
-    async def _attempts(
-        self, record: PromiseRecord, step: Step, start: Start | None = None
-    ) -> Attempted:
-        """Run attempts of a pending step until one succeeds or the policy gives up;
-        ``start`` is the create of a step not recorded yet (then ``record`` is provisional).
-
-        The count survives crashes (``troth.sdk.attempts``): a step that an earlier run
-        started resumes at the attempt after the failures it recorded, and for a plain
-        function the attempt that run was making counts as made and interrupted. A streak
-        of ``max_lease_losses`` interrupted attempts halts the task instead.
-        """
-        execution = self._execution
-        runtime = execution.runtime
-        fresh = record.tags.get(RUN_TAG) == execution.run_id
-        failures = await attempts.failures(execution, record.id, verify=not fresh)
-        attempt = len(failures) + 1
-        resume_at = attempts.retry_at(failures[-1]) if failures else None
-        cut_off = attempts.cut_off(failures)
-        if (
-            not fresh
-            and step.reruns
-            and (not failures or (resume_at is not None and resume_at <= runtime.clock.now()))
-        ):
-            # The earlier run was making this attempt (or may have been) when it stopped.
-            self._halt_on_losses(step, record, [*cut_off, None])
-            error: Exception = AttemptInterruptedError(record.id, attempt, attempts.STOPPED)
-            wait = self._retry(step, attempt, error, record)
-            if wait is None:
-                return Attempted(SettleState.REJECTED, encode_error(runtime.codec, error), attempt)
-            await attempts.record_failure(
-                execution, record, attempt, error, wait, interrupted=attempts.STOPPED
-            )
-            resume_at = runtime.clock.now() + round(wait * 1000)
-            attempt += 1
-        elif cut_off and resume_at is None and step.reruns:
-            # The run that made the last attempt lost its lease and recorded why: the policy
-            # decides on another attempt now.
-            self._halt_on_losses(step, record, cut_off)
-            error = AttemptInterruptedError(record.id, attempt - 1, attempts.cause(cut_off[-1]))
-            wait = self._retry(step, attempt - 1, error, record)
-            if wait is None:
-                return Attempted(SettleState.REJECTED, encode_error(runtime.codec, error), attempt)
-            resume_at = runtime.clock.now() + round(wait * 1000)
-        if resume_at is not None:
-            wait = max(0.0, (resume_at - runtime.clock.now()) / 1000)
-            if await execution.pause(wait, cancelable=not step.shielded):
-                return Attempted(*self._canceled(), attempt)
-        where = Where(execution.root.id, record.id, step.call.name or step.call.kind)
-        while True:
-            if signal := execution.lost():
-                raise signal
-            try:
-                child = None
-                if step.durable:
-                    child = Context(
-                        execution,
-                        record.id,
-                        self.origin,
-                        self.branch,
-                        record.timeout_at,
-                        attempt=attempt,
-                        shielded=step.shielded,
-                        start=start,
-                    )
-                with (
-                    runtime.tracing.step(record.id, step.call.step, attempt),
-                    runtime.metrics.step(step.call.step),
-                ):
-                    result = await invoke(
-                        runtime, step.fn, child, step.args, step.kwargs, where, step.inline
-                    )
-                value = self._stalled(where, runtime.codec.encode(result))
-                return Attempted(SettleState.RESOLVED, value, attempt)
-            except ExecutionSignal:
-                raise
-            except Exception as e:
-                error = e
-            if isinstance(error, CanceledError):  # never retried: it ends as canceled
-                canceled = encode_error(runtime.codec, error)
-                return Attempted(SettleState.REJECTED_CANCELED, canceled, attempt)
-            wait = self._retry(step, attempt, error, record)
-            if wait is None:
-                rejected = self._stalled(where, encode_error(runtime.codec, error))
-                return Attempted(SettleState.REJECTED, rejected, attempt)
-            runtime.metrics.retried(step.call.step)
-            log.warning(
-                "step %s failed (attempt %d: %r); retrying in %.3g s",
-                record.id,
-                attempt,
-                error,
-                wait,
-                extra={PROMISE_ID: record.id, TASK_ID: execution.task.id},
-            )
-            if start is not None:
-                record = await start.send()  # its failures are recorded below it
-            await attempts.record_failure(execution, record, attempt, error, wait)
-            if await execution.pause(wait, cancelable=not step.shielded):
-                return Attempted(*self._canceled(), attempt)
-            attempt += 1
-
-    def _halt_on_losses(
-        self, step: Step, record: PromiseRecord, streak: Sequence[PromiseRecord | None]
-    ) -> None:
-        """Halt the task if ``streak`` (the step's interrupted attempts in a row, None for
-        one found just now) has reached ``Troth(max_lease_losses=...)``."""
-        bound = self._execution.runtime.max_lease_losses
-        if bound is None or len(streak) < bound:
-            return
-        causes = [attempts.STOPPED if r is None else attempts.cause(r) for r in streak]
-        name = step.call.name or step.call.kind
-        raise LeaseLossesExceeded(self._execution.root.id, record.id, name, causes)
-
-    async def _outcome(
-        self, settle: Settle, step: Step, record: PromiseRecord, attempted: Attempted
-    ) -> PromiseRecord:
-        """Record an attempt's outcome (``_record``); if it is refused because this run lost
-        the task's lease, an attempt that will run again is recorded as cut off, with why,
-        before the run stops."""
-        try:
-            return await self._record(settle, attempted.state, attempted.value)
-        except LeaseLost:
-            if not step.reruns:
-                raise
-            execution = self._execution
-            stalled = (attempted.value.headers or {}).get(STALLED_HEADER)
-            ttl = execution.runtime.leases.ttl_ms / 1000
-            if stalled is not None:
-                why = f"blocked the event loop {int(stalled) / 1000:.1f} s, lease {ttl:g} s"
-            else:
-                why = f"its lease ({ttl:g} s) lapsed before its outcome was recorded"
-            await attempts.record_lost(execution, record, attempted.attempt, why)
-            raise
-
-    def _stalled(self, where: Where, value: Value) -> Value:
-        """A step's outcome, with how long its code blocked the event loop if it did."""
-        return stalls.mark(value, self._execution.runtime.stalls.stalled_ms(where))
-
-    def _canceled(self) -> tuple[SettleState, Value]:
-        """A step given up because its execution was canceled (between attempts)."""
-        execution = self._execution
-        error = execution.canceled(False) or CanceledError(execution.root.id)
-        return SettleState.REJECTED_CANCELED, encode_error(execution.runtime.codec, error)
-
-    async def _refuse(self, record: PromiseRecord) -> PromiseRecord:
-        """Settle a call's pending record as canceled: it raises ``CanceledError``."""
-        state, value = self._canceled()
-        return await self._execution.settle(record.id, state, value)
-
-    def _retry(
-        self, step: Step, attempt: int, error: Exception, record: PromiseRecord
-    ) -> float | None:
-        if isinstance(error, UnstorableValueError):
-            return None  # the same value fails the same way on every attempt
-        now = self._execution.runtime.clock.now()
-        return next_retry(
-            step.policy, attempt, error, step.opts.non_retryable, now, record.timeout_at
-        )
 
     # -- remote calls and promises ----------------------------------------------------------
 
@@ -658,7 +331,7 @@ class Context(Calls):
         # Even a detached child keeps this tree's origin (ids below a root share it); every
         # remote child starts a branch of its own.
         call = Call(kind, name, digest(args, kwargs))
-        tags = {**self._tags(id, "global", call), TARGET: target, **opts.tags}
+        tags = {**self._frame.tags(id, "global", call), TARGET: target, **opts.tags}
         runtime = self._execution.runtime
         choices = [
             (opts.timeout, DeadlineSource.OPTION),
@@ -684,7 +357,7 @@ class Context(Calls):
             wake = now + round((seconds or 0) * 1000)
         id = self._next(None)
         call = Call("sleep")
-        tags = {**self._tags(id, "global", call), TIMER: "true"}
+        tags = {**self._frame.tags(id, "global", call), TIMER: "true"}
         request = PromiseCreateRequest(id, min(wake, self.timeout_at), Value(), tags)
         return self._child(id, call, request, None)
 
@@ -707,7 +380,7 @@ class Context(Calls):
         param = codec.encode(data) if data is not None else Value()
         promise_id = self._next(id)
         call = Call("promise", None, digest(data) if data is not None else None)
-        all_tags = {**self._tags(promise_id, "global", call), **(tags or {})}
+        all_tags = {**self._frame.tags(promise_id, "global", call), **(tags or {})}
         now = self._execution.runtime.clock.now()
         choice = [(as_timedelta(timeout), DeadlineSource.OPTION)]
         at, source = deadline(now, choice, self.timeout_at)
@@ -723,110 +396,28 @@ class Context(Calls):
         hint: Any,
         deadline_timer: bool = False,
     ) -> DurableFuture[Any]:
-        """A child promise created (or found) at once; ``deadline_timer`` adds a timer at
-        its deadline, for promises the server does not time out on its own (see below)."""
+        """A child promise created (or found) at once (``troth.sdk.children``);
+        ``deadline_timer`` adds a timer at its deadline, awaited alongside."""
         execution = self._execution
-        timer_id = child_id(id, "deadline")
-        shielded = self.shielded
-
-        async def create() -> PromiseRecord:
-            await self._recorded()
-            record = execution.recorded(id)
-            if record is None:
-                refused = execution.canceled(shielded) is not None
-                made = _refused(request, self.timeout_at) if refused else request
-                if call.kind in ("rpc", "detached") and not refused:
-                    # Its trace context goes in the param, for the worker that runs it.
-                    tracing = execution.runtime.tracing
-                    with tracing.rpc(call.kind, call.name or call.kind, made) as rpc:
-                        record = await execution.create(rpc.request)
-                        rpc.answered(record)
-                else:
-                    record = await execution.create(made)
-            else:
-                execution.runtime.tracing.replayed(record)
-                execution.runtime.metrics.replayed(execution)
-            execution.check(record, call)
-            if record.state == PromiseState.PENDING:
-                record = await self._pending(record, call.kind, shielded)
-            if deadline_timer and record.state == PromiseState.PENDING:
-                # A promise without a target is not swept at its deadline (Lean arms promise
-                # timeouts only for targeted and timer promises), so nothing would resume an
-                # execution awaiting it. A timer at the same instant, awaited alongside,
-                # resumes it; the replay then reads the promise as timed out.
-                tags = {**self._tags(timer_id, "global"), TIMER: "true"}
-                timer = PromiseCreateRequest(timer_id, record.timeout_at, Value(), tags)
-                if execution.recorded(timer_id) is None:
-                    await execution.create(timer)
-            return record
-
-        wake = (timer_id,) if deadline_timer else ()
-        return DurableFuture(execution, id, execution.spawn(create()), hint, wake)
-
-    async def _pending(self, record: PromiseRecord, kind: str, shielded: bool) -> PromiseRecord:
-        """What a canceled execution does with a pending child promise: a refused call's
-        record and its own sleep or promise are settled canceled (the await raises); a
-        remote child is asked to stop in turn, and awaited for its outcome."""
-        execution = self._execution
-        if CANCELED_TAG in record.tags:
-            return await self._refuse(record)
-        if kind in ("sleep", "promise"):
-            ours = descends(record.id, execution.root.id)
-            if ours and execution.canceled(shielded) is not None:
-                return await self._refuse(record)
-        elif kind in ("rpc", "detached"):
-            execution.track_remote(record, kind == "detached", shielded)
-        return record
+        made = children.create(self._frame, id, call, request, self.shielded, deadline_timer)
+        wake = (children.timer_of(id),) if deadline_timer else ()
+        return DurableFuture(execution, id, execution.spawn(made), hint, wake)
 
     # -- helpers ----------------------------------------------------------------------------
 
     def _guard(self) -> None:
-        signal = self._execution.refuse()
-        if signal is not None:
-            raise signal
+        self._frame.guard()
 
     def _next(self, explicit: str | None) -> str:
-        """The id of the next call: its position among this context's calls, unless the
-        caller named the promise (then it takes no position, so adding or removing such a
-        call shifts no other call's id)."""
-        if explicit is not None:
-            return explicit
-        id = child_id(self.id, str(self._seq))
-        self._seq += 1
-        return id
+        return self._frame.next(explicit)
 
     def _finish(self) -> None:
-        """Refuse a replay that ended before the history did: a call recorded past the
-        last one the code made now means a call was removed (or moved later)."""
-        execution = self._execution
-        next_id = child_id(self.id, str(self._seq))
-        record = execution.recorded(next_id)
-        if record is not None and STEP_TAG in record.tags:
-            execution.refuse_history(
-                next_id,
-                f"the code now ends after {self._seq} calls but the history records "
-                f"{record.tags[STEP_TAG]!r} as call {self._seq}",
-            )
+        """The replay check at this context's end (``Frame.finish``); ``invoke`` calls it
+        when the durable function returns."""
+        self._frame.finish()
 
     def _group(self) -> str:
         return self._execution.runtime.network.group
-
-    def _tags(
-        self, id: str, scope: str, call: Call | None = None, own_branch: bool = True
-    ) -> dict[str, str]:
-        """The tags of a child promise: its scope, its lineage, and the call that made it
-        (for the replay check). Only a local step stays on this context's branch; an
-        explicit id outside this execution's tree starts a lineage of its own, rooted where
-        the id's own origin is (the server requires ids to extend the origin, parent and
-        branch tags, and an origin to be a root id: ``x.approval:deadline`` is in
-        ``x.approval``'s tree)."""
-        return {
-            SCOPE: scope,
-            ORIGIN: self.origin if descends(id, self.origin) else origin_of(id),
-            PARENT: self.id if descends(id, self.id) else id,
-            BRANCH: id if own_branch or not descends(id, self.branch) else self.branch,
-            **(call.tags() if call is not None else {}),
-        }
 
     def _remote(
         self, fn: Callable[..., Any] | str, opts: Options
@@ -841,13 +432,3 @@ class Context(Calls):
         name = entry.name if entry else function_name(fn)
         version = opts.version or (entry.version if entry else None)
         return name, version, parameter_hints(fn)[1], entry.timeout if entry else None
-
-
-def _refused(request: PromiseCreateRequest, deadline: int) -> PromiseCreateRequest:
-    """The record of a call refused because its execution was canceled: its own tags, so
-    the replay check knows it, but no target (nothing is to run it) and no timer, with the
-    execution's ``deadline`` (a sleep's wake may be past already: the promise would read as
-    resolved, or timed out, before it is settled canceled)."""
-    tags = {k: v for k, v in request.tags.items() if k not in (TARGET, TIMER)}
-    tags[CANCELED_TAG] = "true"
-    return msgspec.structs.replace(request, tags=tags, timeout_at=deadline)

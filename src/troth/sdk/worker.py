@@ -63,7 +63,7 @@ from troth.protocol.subjects import TASK_ID
 from troth.sdk import attempts, stalls
 from troth.sdk.client import halt_record, halt_records, halt_value
 from troth.sdk.codec import convert, encode_error
-from troth.sdk.context import Context, invoke
+from troth.sdk.context import Context
 from troth.sdk.errors import (
     CanceledError,
     ExecutionSignal,
@@ -91,6 +91,7 @@ from troth.sdk.network import action_head
 from troth.sdk.registry import Registered
 from troth.sdk.retry import RetryPolicy, default_policy, next_retry
 from troth.sdk.stalls import Where
+from troth.sdk.steps import invoke
 
 log = logging.getLogger(__name__)
 
