@@ -184,9 +184,6 @@ class Replay:
     def saga(self, *, parallel: bool = False) -> Saga:
         return Saga(self, parallel)  # type: ignore[arg-type]  # the SDK's own, over records
 
-    def _run(self, opts: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Answer:
-        return self.run(fn, *args, **kwargs)
-
     def run(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Answer:
         id = self._call("run", function_name(fn), digest(args, kwargs))
         if takes_context(fn) and fn not in LEAVES:  # leaves: judged by their ledger
