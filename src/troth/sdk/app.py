@@ -25,39 +25,22 @@ from typing import (
     overload,
 )
 
-from troth.protocol.conventions import ARGS_TAG, FUNC_TAG, SCOPE, STEP_TAG
+from troth.protocol.conventions import FUNC_TAG
 from troth.protocol.kinds import Kind
-from troth.protocol.records import (
-    BRANCH,
-    ORIGIN,
-    PARENT,
-    TARGET,
-    PromiseRecord,
-    PromiseState,
-    TaskState,
-    Value,
-)
+from troth.protocol.records import PromiseState, TaskState
 from troth.protocol.requests import CreateAction, PromiseCreateRequest, TaskCreateRequest
 from troth.sdk.cancellation import grace_tags
-from troth.sdk.client import Executions, Handle, Promises, Schedules, Waiter, send_promise
+from troth.sdk.client import Executions, Handle, Promises, Schedules, Waiter
 from troth.sdk.clock import Clock, WallClock
 from troth.sdk.codec import DEFAULT_MAX_VALUE_BYTES, Codec, Encryptor, parameter_hints
-from troth.sdk.errors import FunctionNotFoundError, IdempotencyConflictError, ServerError
+from troth.sdk.errors import FunctionNotFoundError, ServerError
 from troth.sdk.execution import Runtime, SettledCache
+from troth.sdk.invocations import execution_deadline, invocation, root, same_work
 from troth.sdk.leases import Leases
-from troth.sdk.network import Network, action_head, anycast, new_pid, target_address
+from troth.sdk.network import Network, action_head, anycast, new_pid, send_promise
 from troth.sdk.observability import choose, measure
-from troth.sdk.options import (
-    DeadlineSource,
-    Options,
-    StartOptions,
-    as_flag,
-    deadline,
-    deadline_tags,
-    options,
-)
-from troth.sdk.registry import Registered, Registry, function_name, invocation_data
-from troth.sdk.replay import digest
+from troth.sdk.options import Options, StartOptions, as_flag, options
+from troth.sdk.registry import Registered, Registry, function_name
 from troth.sdk.retry import RetryPolicy
 from troth.sdk.signatures import ExecutionStart
 from troth.sdk.stalls import LoopWatch, Stalls
@@ -183,7 +166,7 @@ class Troth(Starts):
         self.codec = codec or Codec(encryptor=encryptor, max_value_bytes=max_value_bytes)
         self.registry = Registry()
         self.waiter = Waiter(self)
-        self.promises = Promises(self)
+        self.promises = Promises(self, self.waiter)
         self.executions = Executions(self)
         self.started = False
         self._runtime: Runtime | None = None
@@ -363,46 +346,18 @@ class Troth(Starts):
     ) -> Handle[Any]:
         entry = self._entry(fn, opts.version)
         worker = self.worker
-        grace_tags(opts, *self._deadline(entry.fn, opts))  # a grace without a deadline: now
+        # Refused here, not in the background: a grace without a deadline.
+        grace_tags(opts, *execution_deadline(self, entry.fn, opts))
         started = self._start(id, self._create_run(worker, id, entry, args, kwargs, opts))
-        return Handle(self, id, entry.hints[1], started)
+        return self._handle(id, entry.hints[1], started)
 
     def _rpc(
         self, opts: Options, id: str, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
     ) -> Handle[Any]:
-        invocation = self.invocation(fn, args, kwargs, target=opts.target, version=opts.version)
-        started = self._start(id, self._create(self._root(id, fn, opts, *invocation)))
+        call = invocation(self, fn, args, kwargs, target=opts.target, version=opts.version)
+        started = self._start(id, self._create(root(self, id, fn, opts, *call)))
         hint = None if isinstance(fn, str) else parameter_hints(fn)[1]
-        return Handle(self, id, hint, started)
-
-    def _root(
-        self,
-        id: str,
-        fn: Callable[..., Any] | str,
-        opts: Options,
-        param: Value,
-        tags: dict[str, str],
-    ) -> PromiseCreateRequest:
-        """The root promise of execution ``id``, given its ``invocation``: a lineage of its
-        own, the call's tags, and its deadline."""
-        tags.update({ORIGIN: id, BRANCH: id, PARENT: id, **opts.tags})
-        at, source = self._deadline(fn, opts)
-        tags.update(deadline_tags(source))
-        tags.update(grace_tags(opts, at, source))
-        return PromiseCreateRequest(id, at, param, tags)
-
-    def _deadline(
-        self, fn: Callable[..., Any] | str, opts: Options
-    ) -> tuple[int, DeadlineSource | None]:
-        """An execution's deadline: the call's option, else the function's registered
-        timeout (when this app registers it), else the app's default, else none."""
-        entry = self.registry.get(fn, opts.version) if isinstance(fn, str) else self.registry.of(fn)
-        choices = [
-            (opts.timeout, DeadlineSource.OPTION),
-            (entry.timeout if entry else None, DeadlineSource.REGISTER),
-            (self.default_timeout, DeadlineSource.APP),
-        ]
-        return deadline(self.clock.now(), choices)
+        return self._handle(id, hint, started)
 
     def _start(self, id: str, create: Coroutine[Any, Any, Any]) -> asyncio.Future[Any]:
         """Create execution ``id`` in the background, tracked until it exists (see ``stop``).
@@ -439,23 +394,20 @@ class Troth(Starts):
 
     def get(self, id: str, hint: Any = None) -> Handle[Any]:
         """A handle on an existing execution or promise."""
-        return Handle(self, id, hint)
+        return self._handle(id, hint)
 
-    def invocation(
-        self,
-        fn: Callable[..., Any] | str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        target: str | None = None,
-        version: int | None = None,
-    ) -> tuple[Value, dict[str, str]]:
-        """The ``{func, args}`` param and the routing tags of a remote invocation."""
-        entry = self.registry.of(fn) if not isinstance(fn, str) else None
-        name = fn if isinstance(fn, str) else (entry.name if entry else function_name(fn))
-        data = invocation_data(name, version or (entry.version if entry else None), args, kwargs)
-        address = target_address(target) if target else anycast(self.group)
-        tags = {SCOPE: "global", TARGET: address, **work_tags(name, args, kwargs)}
-        return self.codec.encode(data), tags
+    def _handle(
+        self, id: str, hint: Any, started: asyncio.Future[Any] | None = None
+    ) -> Handle[Any]:
+        return Handle(
+            id,
+            hint,
+            started,
+            codec=self.codec,
+            waiter=self.waiter,
+            executions=self.executions,
+            forget=self.forget_start,
+        )
 
     def _entry(self, fn: Callable[..., Any] | str, version: int | None) -> Registered:
         if isinstance(fn, str):
@@ -486,8 +438,8 @@ class Troth(Starts):
         arguments, else ``IdempotencyConflictError`` (see ``same_work``)."""
         # Preferably this process, which drives it at once if ``task.create`` hands it over.
         target = opts.target or anycast(self.group, self.pid)
-        invocation = self.invocation(entry.name, args, kwargs, target, entry.version)
-        create = self._root(id, entry.fn, opts, *invocation)
+        call = invocation(self, entry.name, args, kwargs, target, entry.version)
+        create = root(self, id, entry.fn, opts, *call)
         with self.runtime.tracing.rpc("run", entry.name, create) as rpc:
             action = CreateAction(Kind.PROMISE_CREATE, action_head(), rpc.request)
             request = TaskCreateRequest(self.pid, self.ttl_ms, action)
@@ -517,32 +469,3 @@ class Troth(Starts):
             rpc.answered(record)
         self.runtime.settled.add(record)
         same_work(request.id, record, request.tags)
-
-
-# -- idempotency ------------------------------------------------------------------------------
-
-
-def work_tags(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, str]:
-    """The root tags naming an execution's work: its function and an argument digest (the
-    same digest the replay check records for a child call, so that the two agree)."""
-    return {FUNC_TAG: name, ARGS_TAG: digest(args, kwargs)}
-
-
-def same_work(id: str, record: PromiseRecord, requested: dict[str, str]) -> None:
-    """Raise ``IdempotencyConflictError`` unless the existing promise ``id`` runs the
-    function and arguments of ``requested`` (its ``work_tags``); a promise that names no
-    work (created by another SDK, or as a plain promise) is not judged.
-
-    A child of a workflow (``ctx.rpc``, ``ctx.detached``, or even a step) names its work by
-    its step tag, ``<kind>:<function>``, so starting its id as a root is judged too."""
-    name = record.tags.get(FUNC_TAG)
-    step = record.tags.get(STEP_TAG)
-    if name is None and step is not None:
-        name = step.partition(":")[2] or step  # a sleep or a promise: named by its kind
-    if name is None:
-        return
-    if name != requested[FUNC_TAG]:
-        raise IdempotencyConflictError(id, "function", name, requested[FUNC_TAG])
-    recorded = record.tags.get(ARGS_TAG)
-    if recorded is not None and recorded != requested[ARGS_TAG]:
-        raise IdempotencyConflictError(id, "arguments", recorded, requested[ARGS_TAG])

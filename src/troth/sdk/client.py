@@ -8,39 +8,29 @@ while no stream was open. Against a server that does neither (the reference serv
 them), listeners are registered again on every reconnection and the promise is re-read on
 a slow timer as a last resort. An app that is not started (no stream) polls instead.
 
-A halted execution settles nothing, so a caller waiting on its promise alone would wait for
-ever. The run that halts a task first records why, as a *halt record*: the execution's
-child ``halt<n>`` (``order-7:halt1``; n counts halts, as a resumed execution may halt
-again), resolved with the reason and the task version that halted. A caller that waits on
-an execution also waits on the record of its next halt (creating it, pending, if need be;
-the halting run settles the first record that is absent or pending), so a halt wakes it
-like a settlement would, in this process or any other; it then reads the task
-(``task.get``) and raises ``HaltedError`` with the reason. Once the execution settles, the
-caller cancels the record it waited on, which no halt will settle now.
+A caller waiting on an execution also waits on the record of its next halt, so that a halt
+wakes it like a settlement would and raises ``HaltedError`` (``troth.sdk.halts``).
+
+These classes use their app only through a ``Session``: what they read of it, at each use.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
-from troth.protocol.conventions import SCOPE, cancel_request, halt_id
-from troth.protocol.ids import origin
+from troth.protocol.conventions import cancel_request
 from troth.protocol.kinds import Kind
 from troth.protocol.records import (
-    BRANCH,
-    ORIGIN,
-    PARENT,
     PromiseRecord,
     PromiseState,
     Schedule,
     SettleState,
-    TaskRecord,
     TaskState,
     Value,
 )
@@ -53,16 +43,15 @@ from troth.protocol.requests import (
     ScheduleDeleteRequest,
     ScheduleGetRequest,
     TaskContinueRequest,
-    TaskGetRequest,
 )
 from troth.sdk.cancellation import reason_value
 from troth.sdk.codec import Codec, error_to_json, result_of
 from troth.sdk.errors import HaltedError, ServerError
-from troth.sdk.network import Network, unicast
+from troth.sdk.execution import Runtime
+from troth.sdk.halts import halt_record, halt_records, halted_at
+from troth.sdk.invocations import Starter, execution_deadline, invocation
+from troth.sdk.network import Network, read_promise, send_promise, task_of, unicast
 from troth.sdk.options import NO_DEADLINE, DeadlineSource, Options, deadline, deadline_tags
-
-if TYPE_CHECKING:
-    from troth.sdk.app import Troth
 
 T = TypeVar("T")
 
@@ -72,6 +61,16 @@ LISTENING_RECHECK = 10.0
 POLL_INTERVAL = 0.2
 # A halt is recorded just before the task is halted: re-read the task this often meanwhile.
 HALTING_RECHECK = 0.05
+
+
+class Session(Starter, Protocol):
+    """What the caller's side uses of its app (``troth.sdk.app.Troth`` is one), read at
+    each use: the runtime is made on first use, and made again after a restart."""
+
+    started: bool  # receiving messages: a waiter listens for unblocks rather than polls
+
+    @property
+    def runtime(self) -> Runtime: ...
 
 
 class ExecutionStatus(StrEnum):
@@ -111,11 +110,22 @@ class Handle(Generic[T]):
     """An execution (or any promise) by id; ``await handle.result()`` for its outcome."""
 
     def __init__(
-        self, app: Troth, id: str, hint: Any = None, started: asyncio.Future[Any] | None = None
+        self,
+        id: str,
+        hint: Any = None,
+        started: asyncio.Future[Any] | None = None,
+        *,
+        codec: Codec,
+        waiter: Waiter,
+        executions: Executions,
+        forget: Callable[[asyncio.Future[Any]], None],
     ) -> None:
-        self._app = app
         self._hint = hint
         self._started = started
+        self._codec = codec
+        self._waiter = waiter
+        self._executions = executions
+        self._forget = forget  # told once this handle has raised its start's failure
         self.id = id
 
     async def started(self) -> None:
@@ -136,7 +146,7 @@ class Handle(Generic[T]):
         except asyncio.CancelledError:
             raise
         except BaseException:
-            self._app.forget_start(self._started)  # reported here: not lost
+            self._forget(self._started)  # reported here: not lost
             raise
 
     async def result(self) -> T:
@@ -144,12 +154,12 @@ class Handle(Generic[T]):
         if the execution is halted, now or while waiting."""
         record = await self.settled()
         # The value was encoded from the function's T and is decoded back by its hint.
-        return cast(T, result_of(record, self._app.codec, self._hint))
+        return cast(T, result_of(record, self._codec, self._hint))
 
     async def status(self) -> ExecutionStatus:
         """Where the execution stands now (``pending``, ``running``, ``halted``, ...)."""
         await self._creation()
-        return await self._app.executions.status(self.id)
+        return await self._executions.status(self.id)
 
     async def cancel(
         self, reason: str | BaseException | None = None, *, detached: bool = False
@@ -157,7 +167,7 @@ class Handle(Generic[T]):
         """Ask the execution to stop, cooperatively (see ``Executions.cancel``); await
         ``result()`` for how it ended."""
         await self._creation()
-        await self._app.executions.cancel(self.id, reason, detached=detached)
+        await self._executions.cancel(self.id, reason, detached=detached)
 
     async def settled(self) -> PromiseRecord:
         """The settled promise record, once it is settled (``HaltedError`` if halted)."""
@@ -168,11 +178,11 @@ class Handle(Generic[T]):
                 # wait for the drive rather than register a listener (a write) first. If
                 # the drive ends unsettled (suspended, released), listen as usual below.
                 await asyncio.wait([driving])
-        return await self._app.waiter.execution(self.id)
+        return await self._waiter.execution(self.id)
 
     async def done(self) -> bool:
         await self._creation()
-        record = await self._app.waiter.lookup(self.id, listen=False)
+        record = await self._waiter.lookup(self.id, listen=False)
         return record is not None
 
     def __repr__(self) -> str:
@@ -182,8 +192,8 @@ class Handle(Generic[T]):
 class Waiter:
     """Futures for promises this process waits on, settled by unblocks or by local fulfils."""
 
-    def __init__(self, app: Troth) -> None:
-        self._app = app
+    def __init__(self, session: Session) -> None:
+        self._session = session
         self._futures: dict[str, list[asyncio.Future[PromiseRecord]]] = {}
 
     def notify(self, record: PromiseRecord) -> None:
@@ -203,7 +213,7 @@ class Waiter:
 
     async def lookup(self, id: str, listen: bool) -> PromiseRecord | None:
         """The promise if it is settled, else None (registering a listener if ``listen``)."""
-        runtime = self._app.runtime
+        runtime = self._session.runtime
         cached = runtime.settled.get(id)
         if cached is not None:
             return cached
@@ -237,20 +247,21 @@ class Waiter:
                         canceled = PromiseSettleRequest(
                             watch.id, SettleState.REJECTED_CANCELED, Value()
                         )
-                        await send_promise(self._app.runtime.network, Kind.PROMISE_SETTLE, canceled)
+                        network = self._session.runtime.network
+                        await send_promise(network, Kind.PROMISE_SETTLE, canceled)
                     return record
             # A halt was recorded (or the record's deadline passed): look again.
 
     async def _next_halt(self, id: str) -> PromiseRecord | None:
         """The record that the next halt of execution ``id`` will settle, created if absent;
         None if ``id`` has no task. Raises ``HaltedError`` if the task is halted now."""
-        network = self._app.runtime.network
+        network = self._session.runtime.network
         while True:
             task = await task_of(network, id)
             if task is None:
                 return None
             records = await halt_records(self._read, id)
-            halt = halted_at(records[-1], self._app.codec) if records else None
+            halt = halted_at(records[-1], self._session.codec) if records else None
             version, reason = halt or (None, None)
             # The task was read before the last halt (versions only rise), or the run that
             # recorded it is halting the task now: read it again.
@@ -282,12 +293,12 @@ class Waiter:
                     wait.exception()  # retrieved: the first one's failure is raised above
 
     async def _read(self, id: str) -> PromiseRecord | None:
-        return await read_promise(self._app.runtime.network, id)
+        return await read_promise(self._session.runtime.network, id)
 
     async def settled(self, id: str) -> PromiseRecord:
         future = asyncio.get_running_loop().create_future()
         self._futures.setdefault(id, []).append(future)
-        listening = self._app.started
+        listening = self._session.started
         try:
             while True:
                 record = await self.lookup(id, listen=listening)
@@ -302,81 +313,6 @@ class Waiter:
                 waiting.remove(future)
                 if not waiting:
                     del self._futures[id]
-
-
-# -- halts ------------------------------------------------------------------------------------
-
-
-def halt_record(root: PromiseRecord, n: int) -> PromiseCreateRequest:
-    """The (pending) record of the n-th halt of the execution whose promise is ``root``:
-    created by a caller that waits for it or by the run that halts, settled by the latter.
-    It has a branch of its own, so it is not preloaded into the execution's runs."""
-    id = halt_id(root.id, n)
-    tags = {
-        SCOPE: "global",
-        ORIGIN: root.tags.get(ORIGIN) or origin(root.id),
-        PARENT: root.id,
-        BRANCH: id,
-    }
-    return PromiseCreateRequest(id, root.timeout_at, Value(), tags)
-
-
-async def halt_records(
-    read: Callable[[str], Awaitable[PromiseRecord | None]], execution_id: str
-) -> list[PromiseRecord]:
-    """The settled halt records of an execution, in order; its next halt is recorded as
-    number ``len + 1`` (the first record that is absent or still pending)."""
-    found: list[PromiseRecord] = []
-    while True:
-        record = await read(halt_id(execution_id, len(found) + 1))
-        if record is None or record.state == PromiseState.PENDING:
-            return found
-        found.append(record)
-
-
-def halt_value(version: int, reason: str) -> dict[str, Any]:
-    """What a halt record is resolved with: the task version that halted, and why."""
-    return {"version": version, "reason": reason}
-
-
-def halted_at(record: PromiseRecord, codec: Codec) -> tuple[int, str | None] | None:
-    """The task version and reason a halt record holds; None if no halt settled it (its
-    deadline passed first) or it cannot be read here (another app's encryption)."""
-    if record.state != PromiseState.RESOLVED:
-        return None
-    try:
-        data = codec.decode(record.value)
-    except Exception:
-        return None
-    if not isinstance(data, dict) or not isinstance(version := data.get("version"), int):
-        return None
-    reason = data.get("reason")
-    return version, reason if isinstance(reason, str) else None
-
-
-async def read_promise(network: Network, id: str) -> PromiseRecord | None:
-    """The promise as the server has it (projected), or None if it does not exist."""
-    status, body = await network.call(Kind.PROMISE_GET, PromiseGetRequest(id), (200, 404))
-    if status == 404:
-        return None
-    record: PromiseRecord = body.promise  # a PromiseResponse
-    return record
-
-
-async def send_promise(network: Network, kind: Kind, request: Any) -> PromiseRecord:
-    """Send a request answered with a promise; the promise."""
-    _, body = await network.call(kind, request)
-    record: PromiseRecord = body.promise  # a PromiseResponse
-    return record
-
-
-async def task_of(network: Network, id: str) -> TaskRecord | None:
-    """The task of promise ``id``, or None if it has none (a promise without a target)."""
-    status, body = await network.call(Kind.TASK_GET, TaskGetRequest(id), (200, 404))
-    if status == 404:
-        return None
-    task: TaskRecord = body.task  # a TaskGetResponse
-    return task
 
 
 @dataclass(frozen=True)
@@ -413,12 +349,13 @@ class DurablePromise:
 class Promises:
     """Promises settled from outside any execution (human approval, webhooks, ...)."""
 
-    def __init__(self, app: Troth) -> None:
-        self._app = app
+    def __init__(self, session: Session, waiter: Waiter) -> None:
+        self._session = session
+        self._waiter = waiter
 
     @property
     def _network(self) -> Network:
-        return self._app.runtime.network
+        return self._session.runtime.network
 
     async def create(
         self,
@@ -430,8 +367,8 @@ class Promises:
     ) -> DurablePromise:
         if not isinstance(timeout, timedelta):
             timeout = timedelta(seconds=timeout)
-        param = self._app.codec.encode(data) if data is not None else Value()
-        at, _ = deadline(self._app.clock.now(), [(timeout, DeadlineSource.OPTION)])
+        param = self._session.codec.encode(data) if data is not None else Value()
+        at, _ = deadline(self._session.clock.now(), [(timeout, DeadlineSource.OPTION)])
         request = PromiseCreateRequest(id, at, param, dict(tags or {}))
         return await self._promise(Kind.PROMISE_CREATE, request)
 
@@ -450,25 +387,25 @@ class Promises:
         return await self._settle(id, SettleState.REJECTED_CANCELED, reason)
 
     async def _settle(self, id: str, state: SettleState, value: Any) -> DurablePromise:
-        encoded = self._app.codec.encode(value)
+        encoded = self._session.codec.encode(value)
         return await self._promise(Kind.PROMISE_SETTLE, PromiseSettleRequest(id, state, encoded))
 
     async def _promise(self, kind: Kind, request: Any) -> DurablePromise:
         record = await send_promise(self._network, kind, request)
-        self._app.waiter.notify(record)
-        return DurablePromise(record, self._app.codec)
+        self._waiter.notify(record)
+        return DurablePromise(record, self._session.codec)
 
 
 class Executions:
     """Executions by id, for operators: where one stands, and resuming a halted one."""
 
-    def __init__(self, app: Troth) -> None:
-        self._app = app
+    def __init__(self, session: Session) -> None:
+        self._session = session
 
     async def status(self, id: str) -> ExecutionStatus:
         """Where execution ``id`` stands now: its promise's state once settled, else its
         task's (``pending`` for a promise without a task)."""
-        network = self._app.runtime.network
+        network = self._session.runtime.network
         promise = await send_promise(network, Kind.PROMISE_GET, PromiseGetRequest(id))
         if promise.state == PromiseState.PENDING:
             task = await task_of(network, id)
@@ -494,7 +431,7 @@ class Executions:
         which ``app.promises`` settles). To end an execution at once,
         without its cleanup or its children, settle its promise instead
         (``app.promises.cancel(id)``)."""
-        network = self._app.runtime.network
+        network = self._session.runtime.network
         root = await read_promise(network, id)
         if root is None:
             raise ServerError(Kind.PROMISE_GET, 404, f"no execution {id!r}")
@@ -507,7 +444,7 @@ class Executions:
         request = cancel_request(root)
         record = await send_promise(network, Kind.PROMISE_CREATE, request)
         if record.state == PromiseState.PENDING:
-            value = reason_value(self._app.codec, reason, detached)
+            value = reason_value(self._session.codec, reason, detached)
             settle = PromiseSettleRequest(request.id, SettleState.RESOLVED, value)
             await send_promise(network, Kind.PROMISE_SETTLE, settle)
 
@@ -516,7 +453,7 @@ class Executions:
         it, so deploy code that matches its history first, or it halts again (its callers
         then get a ``HaltedError`` with the new reason). ``ServerError`` (409) if it is not
         halted, (404) if there is no such execution."""
-        network = self._app.runtime.network
+        network = self._session.runtime.network
         status, _ = await network.call(Kind.TASK_CONTINUE, TaskContinueRequest(id), (200, 409))
         if status == 409:
             raise ServerError(Kind.TASK_CONTINUE, status, f"execution {id!r} is not halted")
@@ -529,20 +466,20 @@ class Schedules:
     the options given (``timeout``: each fired execution's deadline; ``target``: the
     worker group that runs it; ``tags``)."""
 
-    def __init__(self, app: Troth, opts: Options) -> None:
-        self._app = app
+    def __init__(self, session: Session, opts: Options) -> None:
+        self._session = session
         self._opts = opts
 
     async def create(
         self, id: str, cron: str, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
     ) -> Schedule:
         """Every fire creates promise ``<id>.<timestamp>`` running ``fn(*args, **kwargs)``."""
-        opts = self._opts
-        param, tags = self._app.invocation(fn, args, kwargs, target=opts.target)
+        opts, session = self._opts, self._session
+        param, tags = invocation(session, fn, args, kwargs, target=opts.target)
         tags.update(opts.tags)
-        at, source = self._app._deadline(fn, opts)
+        at, source = execution_deadline(session, fn, opts)
         tags.update(deadline_tags(source))
-        now = self._app.clock.now()
+        now = session.clock.now()
         # A duration from each fire; "no deadline" as the longest one that cannot overflow.
         timeout = at - now if source is not None else NO_DEADLINE // 2
         request = ScheduleCreateRequest(
@@ -559,9 +496,9 @@ class Schedules:
         return await self._schedule(Kind.SCHEDULE_GET, ScheduleGetRequest(id))
 
     async def delete(self, id: str) -> None:
-        await self._app.runtime.network.call(Kind.SCHEDULE_DELETE, ScheduleDeleteRequest(id))
+        await self._session.runtime.network.call(Kind.SCHEDULE_DELETE, ScheduleDeleteRequest(id))
 
     async def _schedule(self, kind: Kind, request: Any) -> Schedule:
-        _, body = await self._app.runtime.network.call(kind, request)
+        _, body = await self._session.runtime.network.call(kind, request)
         schedule: Schedule = body.schedule  # a ScheduleResponse
         return schedule

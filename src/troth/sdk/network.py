@@ -7,7 +7,9 @@ message), and it pushes incoming messages (``troth.protocol.Message``: ``Execute
 ``LocalNetwork`` runs the engine in-process.
 
 ``Network.call`` is how the SDK sends a request whose every unexpected status is the
-caller's error: the reply if its status is one the caller handles, else ``ServerError``.
+caller's error: the reply if its status is one the caller handles, else ``ServerError``;
+``read_promise``, ``send_promise`` and ``task_of`` are such calls answered with a promise
+or a task.
 
 ``Network.fences`` is how the SDK makes its fenced writes: troth's ``task.fences`` (several
 ``task.fence`` actions in one request, one commit, no preload: docs/semantics.md) while the
@@ -21,12 +23,20 @@ import logging
 import os
 import socket
 from collections.abc import Awaitable, Callable, Collection
-from typing import Protocol
+from typing import Any, Protocol
 
 from troth.protocol.envelope import VERSION
 from troth.protocol.kinds import Kind
 from troth.protocol.messages import Message
-from troth.protocol.requests import Data, FenceAction, TaskFenceRequest, TaskFencesRequest
+from troth.protocol.records import PromiseRecord, TaskRecord
+from troth.protocol.requests import (
+    Data,
+    FenceAction,
+    PromiseGetRequest,
+    TaskFenceRequest,
+    TaskFencesRequest,
+    TaskGetRequest,
+)
 from troth.protocol.responses import Reply, TaskFencesResult
 from troth.sdk.clock import Clock
 from troth.sdk.errors import ServerError
@@ -101,6 +111,34 @@ class Network(Protocol):
             Kind.TASK_FENCES,
             Kind.TASK_FENCE,
         )
+
+
+# -- requests answered with a promise or a task ----------------------------------------------
+
+
+async def read_promise(network: Network, id: str) -> PromiseRecord | None:
+    """The promise as the server has it (projected), or None if it does not exist."""
+    status, body = await network.call(Kind.PROMISE_GET, PromiseGetRequest(id), (200, 404))
+    if status == 404:
+        return None
+    record: PromiseRecord = body.promise  # a PromiseResponse
+    return record
+
+
+async def send_promise(network: Network, kind: Kind, request: Any) -> PromiseRecord:
+    """Send a request answered with a promise; the promise."""
+    _, body = await network.call(kind, request)
+    record: PromiseRecord = body.promise  # a PromiseResponse
+    return record
+
+
+async def task_of(network: Network, id: str) -> TaskRecord | None:
+    """The task of promise ``id``, or None if it has none (a promise without a target)."""
+    status, body = await network.call(Kind.TASK_GET, TaskGetRequest(id), (200, 404))
+    if status == 404:
+        return None
+    task: TaskRecord = body.task  # a TaskGetResponse
+    return task
 
 
 def _unknown_kind(status: int, body: object, kind: Kind) -> bool:

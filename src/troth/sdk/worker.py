@@ -16,7 +16,7 @@ the function (``Execution``) and then, by the outcome (``Worker._after``, one ha
 - a 404/409 on any task operation: another process holds the task now (the lease lapsed,
   or the message was stale). That is the protocol working, logged at debug level;
 - a replay diverged from its history: the reason is recorded for its callers (a halt
-  record, see ``troth.sdk.client``), then ``task.halt``, logged as an error for an operator.
+  record, see ``troth.sdk.halts``), then ``task.halt``, logged as an error for an operator.
 
 One heartbeat request every TTL/2 extends the lease of every task held, from a thread of
 its own against a server (``troth.sdk.heartbeat``; the leases, and the rule that a run
@@ -61,7 +61,6 @@ from troth.protocol.requests import (
 )
 from troth.protocol.subjects import TASK_ID
 from troth.sdk import attempts, stalls
-from troth.sdk.client import halt_record, halt_records, halt_value
 from troth.sdk.codec import convert, encode_error
 from troth.sdk.context import Context
 from troth.sdk.errors import (
@@ -84,6 +83,7 @@ from troth.sdk.execution import (
     Runtime,
     Suspend,
 )
+from troth.sdk.halts import halt_record, halt_records, halt_value
 from troth.sdk.heartbeat import heartbeat_for
 from troth.sdk.known import Known
 from troth.sdk.leases import HeldTask
@@ -534,7 +534,7 @@ class Worker:
 
     async def _record_halt(self, execution: Execution, error: MustHalt) -> None:
         """Record why the task halts, before halting it (``task.halt`` carries no reason):
-        the execution's next halt record (see ``troth.sdk.client``) is resolved with the
+        the execution's next halt record (see ``troth.sdk.halts``) is resolved with the
         reason and this run's task version, through fenced writes, so that only the run
         that holds the task records it. Its callers, here and in other processes, wait on
         that record too, so the halt wakes them."""
