@@ -32,6 +32,7 @@ from troth.protocol.records import TaskRef
 from troth.protocol.requests import TaskHeartbeatRequest
 from troth.sdk.clock import Clock, WallClock
 from troth.sdk.leases import HeldTask, Leases
+from troth.sdk.network import Network
 
 log = logging.getLogger(__name__)
 
@@ -111,10 +112,10 @@ class ThreadHeartbeat:
     """Beats from a thread of its own, every TTL/2, over connections of its own: nothing
     the event loop's code does can hold it up (short of keeping the GIL)."""
 
-    def __init__(self, beats: Beats, leases: Leases, network: Any) -> None:
+    def __init__(self, beats: Beats, leases: Leases, network: Network) -> None:
         self._beats = beats
         self._leases = leases
-        self._network = network  # an ``HttpNetwork`` used only by this thread
+        self._network = network  # used by this thread only
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._main, name="troth-heartbeat", daemon=True)
 
@@ -135,15 +136,16 @@ class ThreadHeartbeat:
 
     async def stop(self) -> None:
         self._stopping.set()
-        # A heartbeat in flight finishes first (bounded by the request timeout).
-        await asyncio.to_thread(self._thread.join, 30)
+        # A heartbeat in flight may be retrying against a server that is gone: the thread
+        # (a daemon) ends once it gives up, and beats for no task meanwhile.
+        await asyncio.to_thread(self._thread.join, 1)
 
 
-def heartbeat_for(leases: Leases, network: Any, clock: Clock, send: Send) -> Heartbeat:
+def heartbeat_for(leases: Leases, network: Network, clock: Clock) -> Heartbeat:
     """The heartbeat of a worker: from a thread of its own against a server on the wall
     clock, else on the loop (see the module docstring)."""
     beats = Beats(leases, clock, network.pid)
-    twin = getattr(network, "twin", None)
-    if twin is not None and isinstance(clock, WallClock):
-        return ThreadHeartbeat(beats, leases, twin())
-    return LoopHeartbeat(beats, leases, clock, send)
+    twin = network.twin() if isinstance(clock, WallClock) else None
+    if twin is not None:
+        return ThreadHeartbeat(beats, leases, twin)
+    return LoopHeartbeat(beats, leases, clock, network.send)

@@ -63,6 +63,12 @@ class Network(Protocol):
 
     async def stop(self) -> None: ...
 
+    def twin(self) -> Network | None:
+        """A network to the same place, as the same process, for another thread's event
+        loop (the heartbeat's, ``troth.sdk.heartbeat``); None where there is none to make
+        (embedded mode: the engine runs on this process's loop)."""
+        return None
+
     async def call(self, kind: Kind, data: Data, expected: Collection[int] = (200,)) -> Reply:
         """One request whose reply must have one of the ``expected`` statuses: the reply,
         or ``ServerError`` (with the server's message) for any other status."""

@@ -157,9 +157,7 @@ class Worker:
         self._on_settled = on_settled
         self._jobs: set[asyncio.Task[None]] = set()
         self._driving: dict[str, asyncio.Future[None]] = {}  # the run of each task, by id
-        self._heartbeat = heartbeat_for(
-            self.leases, runtime.network, runtime.clock, runtime.network.send
-        )
+        self._heartbeat = heartbeat_for(self.leases, runtime.network, runtime.clock)
         # Tasks this worker released without progress (function or version not registered,
         # server trouble), by id, with how often: a later message for one waits before
         # acquiring, so a release (which re-dispatches at once) cannot become a hot loop.
