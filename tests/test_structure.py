@@ -166,3 +166,99 @@ def test_the_sdk_never_imports_the_server() -> None:
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
     assert loaded.stdout.decode().strip() == "[]"
+
+
+# -- cycles and size ------------------------------------------------------------------------
+
+# Type-only edges that are not cycles in anything but name: a leaf module that only annotates
+# with a class of a module importing it (docs/architecture.md, "Cycles").
+TYPE_ONLY_BACK_EDGES = {("troth.sdk.signatures", "troth.sdk.context")}
+MAX_LINES = 700
+
+
+def edges(source: Path) -> dict[str, set[str]]:
+    """Each troth module and the troth modules it imports, wherever the import stands (in a
+    function, under ``TYPE_CHECKING``): ``from troth.sdk import attempts`` is an edge to
+    ``troth.sdk.attempts``, a name that is not a module an edge to the package."""
+    known = {module for module, _ in modules(source)}
+    graph: dict[str, set[str]] = {}
+    for module, path in modules(source):
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    anchor = parts[: len(parts) - (node.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                for alias in node.names:
+                    child = f"{base}.{alias.name}"
+                    found.add(child if child in known else base)
+        graph[module] = {
+            m for m in found if m in known and m != module
+            and (module, m) not in TYPE_ONLY_BACK_EDGES
+        }  # fmt: skip
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_modules_import_each_other_even_inside_functions() -> None:
+    """A cycle, however deferred, means two modules that cannot be understood apart: put
+    what both need below both (docs/architecture.md)."""
+    assert cycles(edges(SOURCE)) == []
+
+
+def test_the_cycle_finder_finds_a_deferred_cycle(tmp_path: Path) -> None:
+    package = tmp_path / "troth"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from troth import b\n")
+    (package / "b.py").write_text("def f():\n    from troth.a import x\n")
+    (package / "c.py").write_text("import troth.a\n")
+    assert cycles(edges(package)) == [["troth.a", "troth.b"]]
+
+
+def test_no_module_is_over_700_lines() -> None:
+    long = {
+        module: n
+        for module, path in modules(SOURCE)
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert long == {}
