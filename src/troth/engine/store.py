@@ -158,10 +158,21 @@ class Store(Protocol):
         """Remove exactly this entry (for a task timeout: only its own kind)."""
         ...
 
+    def defer(self, timeout: Timeout) -> None:
+        """Mark this retry entry deferred, leaving it armed as it is: the server's timeouts
+        loop passes it by until its execute is delivered (``timeouts.defer_idle_retry``).
+        Arming the task's timeouts again (``set_task_timeout``) clears the mark."""
+        ...
+
     # -- outbox -----------------------------------------------------------------------------
 
     def set_message(self, address: str, message: Message) -> None:
         """Keyed upsert (see ``outbox_key``): a newer message replaces the one it supersedes."""
+        ...
+
+    def is_waiting(self, address: str, message: Message) -> bool:
+        """Whether exactly this message is in the outbox at its key: enqueued and not yet
+        delivered (delivery removes a row once it has arrived)."""
         ...
 
     # -- queries of the extensions ----------------------------------------------------------

@@ -16,6 +16,18 @@ sweep fires it again in its place in the firing order. Each chunk commits on its
 the server answers requests in between. Creating an occurrence writes only its own
 promise, task, timeouts and message (or nothing, when the id exists), so the chunks end
 in the state Lean's one-shot ``catchUp`` reaches (docs/semantics.md, "Schedule catch-up").
+
+When to fire a due timeout is the environment's choice, and the server's timeouts loop
+uses it for one case (``defer_idle_retry``; docs/semantics.md, "Idle retries"): a retry
+whose task's execute still waits in the outbox, undelivered, would only rewrite that same
+message and move its own deadline, so a backlog no worker can take would cost a
+transition per task per retry period. The loop defers such a retry instead: it stays
+armed, at its deadline, marked so that the loop passes it by. Firing it late is a run of
+the machine whose environment fired it late. It fires when its message is delivered,
+at that instant and before the delivery: its deadline becomes ``now + retryTimeout`` and
+the message it rewrites, unchanged, is the one delivered, so the delivery's
+acknowledgement sets that deadline and nothing else (``troth.storage``'s ``ack``).
+``debug.tick`` never defers: it fires every due timeout as Lean does.
 """
 
 from __future__ import annotations
@@ -30,7 +42,7 @@ from troth.engine.promises import promise_create
 from troth.engine.settlement import settle
 from troth.engine.store import Store, TaskTimeoutKind, Timeout, TimeoutKind
 from troth.protocol.cron import expand, next_cron
-from troth.protocol.messages import execute_message
+from troth.protocol.messages import Message, execute_message
 from troth.protocol.records import TARGET, PromiseState, Schedule, TaskState
 from troth.protocol.requests import PromiseCreateRequest
 
@@ -92,9 +104,34 @@ def on_task_lease_timeout(store: Store, id: str, now: int) -> None:
 
 
 def _send_execute(store: Store, id: str, version: int) -> None:
+    execute = _execute(store, id, version)
+    if execute is not None:
+        store.set_message(*execute)
+
+
+def _execute(store: Store, id: str, version: int) -> tuple[str, Message] | None:
+    """The execute a retry of task ``id`` at ``version`` enqueues, and its address."""
     promise = store.get_promise(id)
-    if promise is not None:
-        store.set_message(promise.tags.get(TARGET, ""), execute_message(id, version))
+    if promise is None:
+        return None
+    return promise.tags.get(TARGET, ""), execute_message(id, version)
+
+
+def defer_idle_retry(store: Store, timeout: Timeout) -> bool:
+    """Defer a due retry that would change nothing but its own deadline: its task is
+    pending and the execute it would enqueue is in the outbox as it would write it, not
+    yet delivered. Answers whether it did; a deferred retry stays armed at its deadline
+    and fires when that message is delivered (the module docstring)."""
+    if timeout.kind is not TimeoutKind.TASK_RETRY:
+        return False
+    task = store.get_task(timeout.id)
+    if task is None or task.state != TaskState.PENDING:
+        return False
+    execute = _execute(store, task.id, task.version)
+    if execute is None or not store.is_waiting(*execute):
+        return False
+    store.defer(timeout)
+    return True
 
 
 def on_schedule_timeout(store: Store, id: str, now: int, policy: CatchUp = LEAN) -> int:
@@ -152,9 +189,15 @@ TRANSITIONS: dict[TimeoutKind, Callable[[Store, str, int], None]] = {
 }
 
 
-def fire(store: Store, timeout: Timeout, now: int, policy: CatchUp = LEAN) -> int:
+def fire(
+    store: Store, timeout: Timeout, now: int, policy: CatchUp = LEAN, *, defer_idle: bool = False
+) -> int:
     """Run the transition of one due timeout at ``now``; a schedule's catches up by
-    ``policy``. Answers how many promises a schedule created (0 for the other kinds)."""
+    ``policy``; with ``defer_idle`` (the server's timeouts loop), a retry that would change
+    nothing but its own deadline is deferred instead (``defer_idle_retry``). Answers how
+    many promises a schedule created (0 for the other kinds)."""
+    if defer_idle and defer_idle_retry(store, timeout):
+        return 0
     created = 0
     if timeout.kind == TimeoutKind.SCHEDULE:
         created = on_schedule_timeout(store, timeout.id, now, policy)

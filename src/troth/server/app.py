@@ -55,6 +55,7 @@ from troth.server.push_transport import PushTransport
 from troth.server.rpc import Rpc
 from troth.server.sse import acknowledge, acknowledges, stream
 from troth.server.targets import PushAllowList
+from troth.server.timers import DeferringTimers
 from troth.storage.service import Service
 from troth.storage.timeouts_loop import TimeoutsLoop
 
@@ -79,8 +80,9 @@ class App:
         )
         if self.metrics is not None:
             service.events = self.metrics
+        self.timers = DeferringTimers(service)
         self.timeouts = TimeoutsLoop(
-            service,
+            self.timers,
             now=self.clock.now,
             coalesce_ms=_COALESCE_MS,
             # Other servers on the database arm deadlines this one does not hear of.
@@ -114,6 +116,7 @@ class App:
             interval_ms=config.delivery_interval,
             claim_ttl_ms=config.delivery_claim_ttl,
             metrics=self.metrics,
+            now=self.clock.now,
         )
         self.delivery.add(
             PollTransport(self.hub, self.delivery, unblock_hold_ms=config.poll_unblock_hold)
@@ -261,7 +264,7 @@ class App:
             await respond(send, 401, b"GET /metrics needs the --metrics-token as its bearer", TEXT)
             return
         try:
-            exposition = await metrics.scrape(self.service, self.service, self.hub.group_sizes())
+            exposition = await metrics.scrape(self.service, self.timers, self.hub.group_sizes())
         except Exception:
             log.exception("reading the metrics failed")
             await respond(send, 503)

@@ -82,8 +82,12 @@ class DeliveryLoop:
         interval_ms: int,
         claim_ttl_ms: int = 10000,
         metrics: ServerMetrics | None = None,
+        now: Callable[[], int] | None = None,
     ) -> None:
         self._service = service
+        # The server's clock: an acknowledgement fires the retries that waited for the
+        # delivery of their executes at the instant of delivery (``Outbox.ack``).
+        self._now = now
         self._metrics = metrics
         self._transports: dict[str, Transport] = {}
         self._groups = groups
@@ -216,6 +220,11 @@ class DeliveryLoop:
         if self._rescan:
             self._rescan = False
             self._after = 0
+        # In seq order, a short page has shown every row up to the end asked for before it
+        # that this server can take: the rest are other groups' (``groups``), left for a
+        # connection to come (which reads from the start again). So the next pass reads on
+        # from that end, and a backlog no connection here can take is not scanned again.
+        end = await self._service.last_seq() if self.in_order else 0
         rows = await self._service.undelivered(
             self._batch, after=self._after, groups=self._groups()
         )
@@ -224,6 +233,8 @@ class DeliveryLoop:
             self._after = rows[-1].seq
         elif not self.in_order:
             self._after = 0
+        if self.in_order and not full:
+            self._after = max(self._after, end)
         offers: dict[Transport, list[Delivery]] = {}
         undeliverable = []
         for delivery in rows:
@@ -277,7 +288,7 @@ class DeliveryLoop:
             return
         deliveries, self._delivered = self._delivered, []
         try:
-            await self._service.ack(deliveries)
+            await self._service.ack(deliveries, None if self._now is None else self._now())
         except Exception:
             # Delivered but still in the outbox: it will be delivered again (at least once).
             log.exception("acknowledging %d deliveries failed", len(deliveries))

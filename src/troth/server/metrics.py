@@ -208,7 +208,7 @@ class _Levels:
         )
         yield _gauge(
             "troth_timeouts_lag_seconds",
-            "Now minus the earliest armed deadline, when it is past (0: nothing overdue)",
+            "Now minus the earliest deadline the timeouts loop has to fire, when past (0: none)",
             self._lag,
         )
         yield _gauge(

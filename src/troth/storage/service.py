@@ -69,6 +69,19 @@ class Timers(Protocol):
         ...
 
 
+class Sweeps(Timers, Protocol):
+    """A backend's timers, which may defer idle retries: a due retry whose task's execute
+    still waits in the outbox is marked deferred instead of fired, and passed by until
+    that message is delivered (``troth.engine.timeouts.defer_idle_retry``). The server's
+    timeouts loop defers (``troth.server.timers``); ``debug.tick`` does not."""
+
+    async def fire_due(self, now: int, *, defer_idle: bool = False) -> int: ...
+
+    async def next_deadline(self, *, defer_idle: bool = False) -> int | None:
+        """With ``defer_idle``, the earliest armed timeout that is not a deferred retry."""
+        ...
+
+
 class Outbox(Protocol):
     """The durable outbox, read and emptied by delivery after each commit."""
 
@@ -84,6 +97,13 @@ class Outbox(Protocol):
         leave out rows another server holds a claim on. Nothing is removed."""
         ...
 
+    async def last_seq(self) -> int:
+        """The highest ``seq`` in the outbox (0: empty). Where rows become visible in seq
+        order, a reader that asked this before a read that came back short has been shown
+        every row up to it that it asked for: the rows it was not shown were filtered out,
+        and reading on from here need not scan them again."""
+        ...
+
     async def claim(self, deliveries: list[Delivery], holder: str, ttl: int) -> list[Delivery]:
         """Those of ``deliveries`` that ``holder`` (one server) may deliver now.
 
@@ -94,8 +114,10 @@ class Outbox(Protocol):
         """
         ...
 
-    async def ack(self, deliveries: list[Delivery]) -> None:
-        """Remove delivered rows, except those superseded since they were read."""
+    async def ack(self, deliveries: list[Delivery], now: int | None = None) -> None:
+        """Remove delivered rows, except those superseded since they were read; with
+        ``now`` (the instant of delivery, the server's), also fire at ``now`` the deferred
+        retries (``Sweeps``) of the executes delivered."""
         ...
 
     def outbox_changed(self) -> asyncio.Event:
@@ -191,6 +213,6 @@ class Views(Protocol):
         ...
 
 
-class Service(Requests, Timers, Outbox, Admin, Views, Protocol):
+class Service(Requests, Sweeps, Outbox, Admin, Views, Protocol):
     """Everything a backend provides; each part of the server depends only on the
     concern it uses (the timeouts loop on ``Timers``, delivery on ``Outbox``)."""

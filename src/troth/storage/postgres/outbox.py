@@ -39,8 +39,22 @@ def undelivered(
     return outbox.undelivered(conn, POSTGRES, limit, after, groups, where=where)
 
 
-def acknowledge(conn: psycopg.Connection, seqs: list[int]) -> None:
-    conn.execute("DELETE FROM outbox WHERE seq = ANY(%s)", (seqs,))
+def acknowledge(
+    conn: psycopg.Connection, seqs: list[int], now: int | None, retry_timeout: int
+) -> None:
+    """Delete the delivered rows ``seqs`` (those still there); with ``now``, fire the
+    deferred retries of the executes among them at ``now``.
+
+    The deferred retries are written without their objects' locks: the one row each
+    assignment touches is row-locked by PostgreSQL, so it serializes with any request on
+    the task that removes or re-arms it, and a sweep deferring a retry holds its row of the
+    outbox (``SqlStore.is_waiting``), so this DELETE waits for that sweep to commit and the
+    assignment then sees the mark.
+    """
+    rows = conn.execute("DELETE FROM outbox WHERE seq = ANY(%s) RETURNING key", (seqs,))
+    if now is not None:
+        keys = [key for (key,) in rows.fetchall()]
+        outbox.fire_deferred_retries(conn, POSTGRES, keys, now, retry_timeout)
 
 
 _CLAIM = """

@@ -19,7 +19,7 @@ import psycopg
 
 from troth.storage.sql import views
 from troth.storage.sql.dialect import POSTGRES
-from troth.storage.sql.schema import tables
+from troth.storage.sql.schema import deferred_retries, tables
 
 # Delivery claims (troth.storage.postgres.outbox.claim): which server delivers a row, and
 # until when (the database's clock, so the servers' clocks need not agree). An upsert that
@@ -28,8 +28,14 @@ _CLAIMS = """
 ALTER TABLE outbox ADD COLUMN claimed_by text, ADD COLUMN claimed_until timestamptz;
 """
 
-# The operator's views: executions and call trees along indexes (``troth.storage.sql.views``).
-MIGRATIONS: tuple[str, ...] = (tables(POSTGRES), _CLAIMS, views.migration(POSTGRES))
+# The operator's views: executions and call trees along indexes (``troth.storage.sql.views``);
+# the timeouts loop's deferred retries (``troth.storage.sql.schema.deferred_retries``).
+MIGRATIONS: tuple[str, ...] = (
+    tables(POSTGRES),
+    _CLAIMS,
+    views.migration(POSTGRES),
+    deferred_retries(POSTGRES),
+)
 
 # The two-key advisory lock space is apart from the one-key space the object locks use
 # (``troth.storage.postgres.locks``), so migrating never waits on a request's lock.

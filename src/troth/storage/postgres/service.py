@@ -42,6 +42,7 @@ from troth.storage.service import (
 from troth.storage.snapshot import snapshot
 from troth.storage.sql import views
 from troth.storage.sql.dialect import POSTGRES
+from troth.storage.sql.outbox import last_seq
 from troth.storage.sql.schema import clear
 from troth.storage.sql.stats import storage_stats
 from troth.views.executions import ExecutionQuery, Page
@@ -112,9 +113,10 @@ class PostgresService:
         work = functools.partial(handle, request=request, now=now)
         return await self._transact(work, write=request.kind not in READ_ONLY)
 
-    async def fire_due(self, now: int) -> int:
+    async def fire_due(self, now: int, *, defer_idle: bool = False) -> int:
         """Fire due timeouts in firing order until none is due at ``now`` (``sweep``), in
-        transactions of bounded work (``FIRE_RUN`` timeouts, one schedule catch-up chunk).
+        transactions of bounded work (``FIRE_RUN`` timeouts, one schedule catch-up chunk);
+        with ``defer_idle``, defer the idle retries instead (``Timers.fire_due``).
 
         When every due timeout is held by another transaction, the sweep waits for the
         first of them, so it returns only when nothing is due. A transition that raises
@@ -123,23 +125,28 @@ class PostgresService:
         """
         fired = 0
         while True:
-            due = await self._transact(lambda store: store.due(now, FIRE_RUN), write=False)
+            due = await self._transact(
+                lambda store: store.due(now, FIRE_RUN, deferring=defer_idle), write=False
+            )
             if not due:
                 return fired
+            sweep = functools.partial(self._fire, now=now, defer_idle=defer_idle)
             try:
-                run = await self._fire(due, now, wait=False)
+                run = await sweep(due, wait=False)
             except Retriable:
                 raise
             except Exception:
                 for timeout in due:
-                    fired += (await self._fire([timeout], now, wait=False)).fired
+                    fired += (await sweep([timeout], wait=False)).fired
                 raise
             fired += run.fired
             if not run.progressed:
-                fired += (await self._fire(due[:1], now, wait=True)).fired
+                fired += (await sweep(due[:1], wait=True)).fired
 
-    async def next_deadline(self) -> int | None:
-        timeout = await self._transact(lambda store: store.next_timeout(), write=False)
+    async def next_deadline(self, *, defer_idle: bool = False) -> int | None:
+        timeout = await self._transact(
+            lambda store: store.next_timeout(deferring=defer_idle), write=False
+        )
         return None if timeout is None else timeout.at
 
     backend = "postgres"
@@ -158,6 +165,9 @@ class PostgresService:
             lambda store: outbox.undelivered(store.conn, limit, after, groups, unclaimed)
         )
 
+    async def last_seq(self) -> int:
+        return await self._transact(lambda store: last_seq(store.conn))
+
     async def claim(self, deliveries: list[Delivery], holder: str, ttl: int) -> list[Delivery]:
         if not deliveries:
             return []
@@ -167,10 +177,13 @@ class PostgresService:
         )
         return [delivery for delivery in deliveries if delivery.seq in claimed]
 
-    async def ack(self, deliveries: list[Delivery]) -> None:
+    async def ack(self, deliveries: list[Delivery], now: int | None = None) -> None:
         seqs = [delivery.seq for delivery in deliveries]
+        retry = self.retry_timeout
         if seqs:
-            await self._transact(lambda store: outbox.acknowledge(store.conn, seqs), write=True)
+            await self._transact(
+                lambda store: outbox.acknowledge(store.conn, seqs, now, retry), write=True
+            )
 
     def outbox_changed(self) -> asyncio.Event:
         """Set after each local commit that enqueued a message, and whenever another
@@ -237,11 +250,13 @@ class PostgresService:
             self.events.committed(1, time.perf_counter() - started)
         return value
 
-    async def _fire(self, due: list[Timeout], now: int, *, wait: bool) -> Run:
-        run = await self._transact(
-            functools.partial(fire_run, due=due, now=now, wait=wait, policy=self.catch_up),
-            write=True,
+    async def _fire(
+        self, due: list[Timeout], now: int, *, wait: bool, defer_idle: bool = False
+    ) -> Run:
+        work = functools.partial(
+            fire_run, due=due, now=now, wait=wait, policy=self.catch_up, defer_idle=defer_idle
         )
+        run = await self._transact(work, write=True)
         if run.scheduled:
             self.events.scheduled(run.scheduled)
         return run

@@ -27,10 +27,17 @@ class Run(NamedTuple):
 
 
 def fire_run(
-    store: PostgresStore, due: list[Timeout], now: int, *, wait: bool, policy: CatchUp = LEAN
+    store: PostgresStore,
+    due: list[Timeout],
+    now: int,
+    *,
+    wait: bool,
+    policy: CatchUp = LEAN,
+    defer_idle: bool = False,
 ) -> Run:
     """Fire what can be claimed of ``due`` (in order) at ``now``; with ``wait``, wait for
-    each object's lock instead of skipping it. A schedule catches up by ``policy``, a chunk
+    each object's lock instead of skipping it; with ``defer_idle``, defer the idle retries
+    (``troth.engine.timeouts.defer_idle_retry``). A schedule catches up by ``policy``, a chunk
     per firing; a chunk that leaves occurrences missed re-arms a due deadline, which ends
     the run, so one transaction creates at most one chunk."""
     fired = scheduled = 0
@@ -42,7 +49,7 @@ def fire_run(
         progressed = True
         if not claimed:
             continue
-        scheduled += fire(store, timeout, now, policy)
+        scheduled += fire(store, timeout, now, policy, defer_idle=defer_idle)
         fired += 1
         if store.earliest_armed is not None and store.earliest_armed <= now:
             break

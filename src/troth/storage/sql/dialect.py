@@ -33,6 +33,7 @@ class Dialect:
     # -- queries ----------------------------------------------------------------------------
     has_tag: str  # a search term: the JSON object {column} holds tag ? with value ?
     set_message: str  # the outbox upsert; it draws a fresh ``seq`` for the row
+    lock_shared: str  # the clause that keeps a row read from being deleted until commit
 
     def sql(self, query: str) -> str:
         """``query``, written with ``?`` parameters, in this dialect. No query of the
@@ -65,6 +66,7 @@ SQLITE = Dialect(
     has_tag="EXISTS (SELECT 1 FROM json_each({column}) WHERE key = ? AND value = ?)",
     # REPLACE deletes the superseded row and inserts anew, so the row gets a new seq.
     set_message=f"INSERT OR REPLACE {_MESSAGE}",
+    lock_shared="",  # one writer at a time: nothing else deletes it meanwhile
 )
 
 POSTGRES = Dialect(
@@ -95,4 +97,7 @@ ON CONFLICT (key) DO UPDATE SET
     address = excluded.address, message = excluded.message,
     claimed_by = NULL, claimed_until = NULL
 """,
+    # The weakest lock a DELETE waits for; a delivery claim (an update of other columns)
+    # does not, so claiming a row is never held up by a sweep reading it.
+    lock_shared=" FOR KEY SHARE",
 )

@@ -58,45 +58,63 @@ WHERE awaiter = ?
 
 # The armed timeouts in firing order (deadline, kind, id), each table read along its
 # deadline index; a task timeout's kind (0 retry, 1 lease) maps onto TimeoutKind by + 1.
-# The parameters are (until, limit) for each table, then the limit of the whole.
-_DUE = """
-SELECT at, timeout_kind, id FROM (
-    SELECT at, 0 AS timeout_kind, id FROM promise_timeouts WHERE at <= ?
-    ORDER BY at, id LIMIT ?) AS p
-UNION ALL
-SELECT at, timeout_kind, id FROM (
-    SELECT at, kind + 1 AS timeout_kind, id FROM task_timeouts WHERE at <= ?
-    ORDER BY at, kind, id LIMIT ?) AS t
-UNION ALL
-SELECT at, timeout_kind, id FROM (
-    SELECT at, 3 AS timeout_kind, id FROM schedule_timeouts WHERE at <= ?
-    ORDER BY at, id LIMIT ?) AS s
-ORDER BY at, timeout_kind, id LIMIT ?
-"""
+# Task timeouts are read per value of ``deferred`` (the index leads with it): the timeouts
+# loop passes the deferred retries by (``troth.engine.timeouts.defer_idle_retry``), a sweep
+# that fires everything (``debug.tick``, embedded mode) merges both. Each part takes the
+# parameters (until, limit); the whole then takes the limit of the whole.
+_DUE_PARTS = {
+    "promises": "SELECT at, 0 AS timeout_kind, id FROM promise_timeouts WHERE at <= ?"
+    " ORDER BY at, id LIMIT ?",
+    "tasks": "SELECT at, kind + 1 AS timeout_kind, id FROM task_timeouts"
+    " WHERE deferred = 0 AND at <= ? ORDER BY at, kind, id LIMIT ?",
+    "deferred": "SELECT at, kind + 1 AS timeout_kind, id FROM task_timeouts"
+    " WHERE deferred = 1 AND at <= ? ORDER BY at, kind, id LIMIT ?",
+    "schedules": "SELECT at, 3 AS timeout_kind, id FROM schedule_timeouts WHERE at <= ?"
+    " ORDER BY at, id LIMIT ?",
+}
 
 
-# The head of each deadline index, each with its TimeoutKind (as in ``_DUE``); the earliest
-# of the three is the next timeout. SQLite asks these (``SqliteStore.next_timeout``): for it
-# a statement is a library call, and three index heads cost less than ``_DUE``'s sorts.
-_HEADS = (
-    "SELECT at, 0, id FROM promise_timeouts ORDER BY at, id LIMIT 1",
-    "SELECT at, kind + 1, id FROM task_timeouts ORDER BY at, kind, id LIMIT 1",
-    "SELECT at, 3, id FROM schedule_timeouts ORDER BY at, id LIMIT 1",
-)
+def _due(parts: tuple[str, ...]) -> str:
+    union = "\nUNION ALL\n".join(
+        f"SELECT at, timeout_kind, id FROM ({_DUE_PARTS[part]}) AS {part}" for part in parts
+    )
+    return f"{union}\nORDER BY at, timeout_kind, id LIMIT ?"
+
+
+_UNDEFERRED = ("promises", "tasks", "schedules")
+_EVERY = ("promises", "tasks", "deferred", "schedules")
+
+# The head of each deadline index, each with its TimeoutKind (as in ``_DUE_PARTS``); the
+# earliest of them is the next timeout. SQLite asks these (``SqliteStore.next_timeout``):
+# for it a statement is a library call, and index heads cost less than ``_due``'s sorts.
+_HEADS = {
+    "promises": "SELECT at, 0, id FROM promise_timeouts ORDER BY at, id LIMIT 1",
+    "tasks": "SELECT at, kind + 1, id FROM task_timeouts WHERE deferred = 0"
+    " ORDER BY at, kind, id LIMIT 1",
+    "deferred": "SELECT at, kind + 1, id FROM task_timeouts WHERE deferred = 1"
+    " ORDER BY at, kind, id LIMIT 1",
+    "schedules": "SELECT at, 3, id FROM schedule_timeouts ORDER BY at, id LIMIT 1",
+}
 
 
 class _TimeoutRow(NamedTuple):
-    """Where a kind of timeout is armed: its table, and the key columns besides ``id``
-    with their values for this kind."""
+    """Where a kind of timeout is armed: its table, the key columns besides ``id`` with
+    their values for this kind, and what else re-arming an entry resets."""
 
     table: str
     extra: tuple[tuple[str, int], ...] = ()
+    reset: str = ""
 
 
 _TIMEOUT_ROWS: dict[TimeoutKind, _TimeoutRow] = {
     TimeoutKind.PROMISE: _TimeoutRow("promise_timeouts"),
-    TimeoutKind.TASK_RETRY: _TimeoutRow("task_timeouts", (("kind", TaskTimeoutKind.RETRY),)),
-    TimeoutKind.TASK_LEASE: _TimeoutRow("task_timeouts", (("kind", TaskTimeoutKind.LEASE),)),
+    # A retry armed anew is no longer deferred: its deadline is the machine's again.
+    TimeoutKind.TASK_RETRY: _TimeoutRow(
+        "task_timeouts", (("kind", TaskTimeoutKind.RETRY),), ", deferred = 0"
+    ),
+    TimeoutKind.TASK_LEASE: _TimeoutRow(
+        "task_timeouts", (("kind", TaskTimeoutKind.LEASE),), ", deferred = 0"
+    ),
     TimeoutKind.SCHEDULE: _TimeoutRow("schedule_timeouts"),
 }
 
@@ -120,7 +138,7 @@ def _timeout_queries(row: _TimeoutRow, sql: Callable[[str], str]) -> TimeoutQuer
         key=tuple(value for _, value in row.extra),
         arm=sql(
             f"INSERT INTO {row.table} ({keys}, at) VALUES ({values})"
-            f" ON CONFLICT ({keys}) DO UPDATE SET at = excluded.at"
+            f" ON CONFLICT ({keys}) DO UPDATE SET at = excluded.at{row.reset}"
         ),
         is_armed=sql(f"SELECT 1 FROM {row.table} WHERE {where} AND at = ?"),
         disarm=sql(f"DELETE FROM {row.table} WHERE {where}"),
@@ -149,9 +167,23 @@ class Queries:
         self.scrub = sql(_SCRUB)
         self.timeouts = {kind: _timeout_queries(row, sql) for kind, row in _TIMEOUT_ROWS.items()}
         self.del_task_timeouts = sql("DELETE FROM task_timeouts WHERE id = ?")
-        self.due = sql(_DUE)
-        self.heads = _HEADS
+        self.due = {
+            True: sql(_due(_UNDEFERRED)),  # for a sweep that passes deferred retries by
+            False: sql(_due(_EVERY)),
+        }
+        self.heads = {
+            True: tuple(_HEADS[part] for part in _UNDEFERRED),
+            False: tuple(_HEADS[part] for part in _EVERY),
+        }
+        self.defer = sql(
+            "UPDATE task_timeouts SET deferred = 1 WHERE id = ? AND kind = 0 AND at = ?"
+        )
         self.set_message = sql(dialect.set_message)
+        # The outbox entry at a key, locked against delivery acknowledging it meanwhile
+        # where several transactions write at once (``SqlStore.is_waiting``).
+        self.get_message = sql(
+            f"SELECT address, message FROM outbox WHERE key = ?{dialect.lock_shared}"
+        )
         self.settled_in_branch = sql(
             f"SELECT {PROMISE_COLUMNS} FROM promises"
             " WHERE branch = ? AND id <> ? AND state <> 'pending' ORDER BY id"

@@ -130,6 +130,19 @@ CREATE INDEX schedule_timeouts_due ON schedule_timeouts (at, id);
 """
 
 
+def deferred_retries(d: Dialect) -> str:
+    """A later migration of both backends: a retry the server's timeouts loop deferred
+    (``troth.engine.timeouts.defer_idle_retry``) is marked, and the deadline index leads
+    with the mark, so the loop reads the head of the undeferred entries alone however many
+    are deferred, and a sweep that fires everything (``debug.tick``) reads both heads."""
+    return f"""
+ALTER TABLE task_timeouts ADD COLUMN deferred {d.small_integer} NOT NULL DEFAULT 0
+    CHECK (deferred IN (0, 1));
+DROP INDEX task_timeouts_due;
+CREATE INDEX task_timeouts_due ON task_timeouts (deferred, at, kind, id);
+"""
+
+
 # Children before parents, so references hold at every step of a reset.
 TABLES: tuple[str, ...] = (
     "outbox",

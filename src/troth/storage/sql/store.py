@@ -112,14 +112,16 @@ class SqlStore(ABC, Generic[C]):
     def del_schedule_timeout(self, id: str) -> None:
         self._disarm(TimeoutKind.SCHEDULE, id)
 
-    def due(self, until: int, limit: int) -> list[Timeout]:
-        """Up to ``limit`` armed timeouts with deadline <= ``until``, in firing order."""
-        args = (until, limit) * 3 + (limit,)
-        rows = self.conn.execute(self.queries.due, args).fetchall()
+    def due(self, until: int, limit: int, *, deferring: bool = False) -> list[Timeout]:
+        """Up to ``limit`` armed timeouts with deadline <= ``until``, in firing order; with
+        ``deferring``, none of the retries deferred (``defer``)."""
+        parts = 3 if deferring else 4
+        args = (until, limit) * parts + (limit,)
+        rows = self.conn.execute(self.queries.due[deferring], args).fetchall()
         return [Timeout(at, TimeoutKind(kind), id) for at, kind, id in rows]
 
-    def next_timeout(self) -> Timeout | None:
-        heads = self.due(_NEVER, 1)
+    def next_timeout(self, *, deferring: bool = False) -> Timeout | None:
+        heads = self.due(_NEVER, 1, deferring=deferring)
         return heads[0] if heads else None
 
     def is_armed(self, timeout: Timeout) -> bool:
@@ -127,6 +129,9 @@ class SqlStore(ABC, Generic[C]):
 
     def disarm(self, timeout: Timeout) -> None:
         self._disarm(timeout.kind, timeout.id)
+
+    def defer(self, timeout: Timeout) -> None:
+        self.conn.execute(self.queries.defer, (timeout.id, timeout.at))
 
     def _arm(self, kind: TimeoutKind, id: str, at: int) -> None:
         queries = self.queries.timeouts[kind]
@@ -150,6 +155,14 @@ class SqlStore(ABC, Generic[C]):
         row = (codec.text(key), message.kind, address, codec.text(message))
         self.conn.execute(self.queries.set_message, row)
         self.enqueued = True
+
+    def is_waiting(self, address: str, message: Message) -> bool:
+        """Read under a shared row lock on PostgreSQL: an acknowledgement of the row waits
+        for this transaction, so it cannot slip between this read and a ``defer`` that
+        relies on it (and then find no deferred retry to fire)."""
+        key = codec.text(outbox_key(address, message))
+        row = self.conn.execute(self.queries.get_message, (key,)).fetchone()
+        return row is not None and row[0] == address and codec.message(row[1]) == message
 
     # -- queries of the extensions ----------------------------------------------------------
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from troth.storage.sql import views
 from troth.storage.sql.dialect import SQLITE
-from troth.storage.sql.schema import tables
+from troth.storage.sql.schema import deferred_retries, tables
 
 # One row that ``SqliteService.ping`` rewrites after a write failed: reads keep working on a
 # full disk, so only a write can tell that writes work again (``GET /ready``).
@@ -25,8 +25,14 @@ CREATE TABLE health (
 INSERT INTO health (id, probed_at) VALUES (1, 0);
 """
 
-# The operator's views: executions and call trees along indexes (``troth.storage.sql.views``).
-MIGRATIONS: tuple[str, ...] = (tables(SQLITE), _HEALTH, views.migration(SQLITE))
+# The operator's views: executions and call trees along indexes (``troth.storage.sql.views``);
+# the timeouts loop's deferred retries (``troth.storage.sql.schema.deferred_retries``).
+MIGRATIONS: tuple[str, ...] = (
+    tables(SQLITE),
+    _HEALTH,
+    views.migration(SQLITE),
+    deferred_retries(SQLITE),
+)
 
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 

@@ -30,7 +30,7 @@ from troth.storage.service import Delivery, NoEvents, StorageEvents, StorageStat
 from troth.storage.snapshot import snapshot
 from troth.storage.sql import views
 from troth.storage.sql.dialect import SQLITE
-from troth.storage.sql.outbox import undelivered
+from troth.storage.sql.outbox import last_seq, undelivered
 from troth.storage.sql.schema import clear
 from troth.storage.sql.stats import storage_stats
 from troth.storage.sqlite import liveness, outbox, schema
@@ -117,9 +117,10 @@ class SqliteService:
             return await self._read(lambda store: handle(store, request, now))
         return await self._write(lambda store: handle(store, request, now))
 
-    async def fire_due(self, now: int) -> int:
+    async def fire_due(self, now: int, *, defer_idle: bool = False) -> int:
         """Fire due timeouts in firing order until none is due at ``now``, a bounded slice
-        per transaction (``FIRE_BATCH``, ``FIRE_BUDGET``), yielding between slices.
+        per transaction (``FIRE_BATCH``, ``FIRE_BUDGET``), yielding between slices; with
+        ``defer_idle``, defer the idle retries instead (``Timers.fire_due``).
 
         A transition that raises is rolled back alone; the ones fired before it commit and
         the error is raised after that commit.
@@ -128,7 +129,7 @@ class SqliteService:
         policy = self.catch_up
         while True:
             fired, scheduled, done, error = await self._write(
-                lambda store: _fire_some(store, now, FIRE_BATCH, policy)
+                lambda store: _fire_some(store, now, FIRE_BATCH, policy, defer_idle)
             )
             total += fired
             if scheduled:
@@ -138,8 +139,8 @@ class SqliteService:
             if done:
                 return total
 
-    async def next_deadline(self) -> int | None:
-        timeout = await self._read(lambda store: store.next_timeout())
+    async def next_deadline(self, *, defer_idle: bool = False) -> int | None:
+        timeout = await self._read(lambda store: store.next_timeout(deferring=defer_idle))
         return None if timeout is None else timeout.at
 
     backend = "sqlite"
@@ -158,6 +159,9 @@ class SqliteService:
         """
         return await self._read(lambda store: undelivered(store.conn, SQLITE, limit, after, groups))
 
+    async def last_seq(self) -> int:
+        return await self._read(lambda store: last_seq(store.conn))
+
     async def claim(self, deliveries: list[Delivery], holder: str, ttl: int) -> list[Delivery]:
         """Those still in the outbox: one server owns a SQLite file, so nobody else delivers
         its rows, but a row read a while ago may have been superseded or reset since."""
@@ -167,10 +171,11 @@ class SqliteService:
         there = await self._read(lambda store: outbox.present(store.conn, seqs))
         return [delivery for delivery in deliveries if delivery.seq in there]
 
-    async def ack(self, deliveries: list[Delivery]) -> None:
+    async def ack(self, deliveries: list[Delivery], now: int | None = None) -> None:
         seqs = [delivery.seq for delivery in deliveries]
+        retry = self.retry_timeout
         if seqs:
-            await self._write(lambda store: outbox.acknowledge(store.conn, seqs))
+            await self._write(lambda store: outbox.acknowledge(store.conn, seqs, now, retry))
 
     def outbox_changed(self) -> asyncio.Event:
         """Set after each commit that enqueued a message; the delivery loop clears it
@@ -313,20 +318,20 @@ class SqliteService:
 
 
 def _fire_some(
-    store: SqliteStore, now: int, limit: int, policy: CatchUp
+    store: SqliteStore, now: int, limit: int, policy: CatchUp, defer_idle: bool
 ) -> tuple[int, int, bool, Exception | None]:
     """Fire up to ``limit`` due timeouts (fewer once ``FIRE_BUDGET`` is spent), earliest
-    first, each in its own savepoint; how many fired, how many promises schedules created,
-    and whether none is left due."""
+    first, each in its own savepoint (with ``defer_idle``, deferring the idle retries);
+    how many fired, how many promises schedules created, and whether none is left due."""
     fired = scheduled = 0
     started = time.perf_counter()
     while fired < limit and time.perf_counter() - started < FIRE_BUDGET:
-        timeout = store.next_timeout()
+        timeout = store.next_timeout(deferring=defer_idle)
         if timeout is None or timeout.at > now:
             return fired, scheduled, True, None
         store.conn.execute("SAVEPOINT fire")
         try:
-            created = fire(store, timeout, now, policy)
+            created = fire(store, timeout, now, policy, defer_idle=defer_idle)
         except Exception as error:
             store.conn.execute("ROLLBACK TO fire")
             store.conn.execute("RELEASE fire")

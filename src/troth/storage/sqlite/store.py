@@ -23,11 +23,13 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
 
     queries = Queries(SQLITE)
 
-    def next_timeout(self) -> Timeout | None:
-        """The earliest of the three deadline indexes' heads. A statement here is a call
-        into the library, not a round trip, and three index heads cost less than the
-        sorted union of ``due``; the sweep asks for this before every transition."""
-        heads = (self.conn.execute(query).fetchone() for query in self.queries.heads)
+    def next_timeout(self, *, deferring: bool = False) -> Timeout | None:
+        """The earliest of the deadline indexes' heads (with ``deferring``, none of the
+        deferred retries). A statement here is a call into the library, not a round trip,
+        and index heads cost less than the sorted union of ``due``; the sweep asks for
+        this before every transition."""
+        queries = self.queries.heads[deferring]
+        heads = (self.conn.execute(query).fetchone() for query in queries)
         return min(
             (Timeout(at, TimeoutKind(kind), id) for at, kind, id in filter(None, heads)),
             default=None,
