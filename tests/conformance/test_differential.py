@@ -194,6 +194,7 @@ def test_a_batch_answered_with_preloads_fails_the_comparison() -> None:
     assert '"preload": [{' in report
 
 
+@pytest.mark.slow  # generates many workloads: seconds
 def test_the_workload_sends_batches_of_every_shape() -> None:
     """Batches that pass and that are refused, pairs and longer ones, at held tasks."""
     workload = Workload(0)

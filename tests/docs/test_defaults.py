@@ -68,6 +68,7 @@ def test_the_startup_line_names_the_default_database(tmp_path):
     assert (tmp_path / "troth-server.db").exists() and not (tmp_path / "troth.db").exists()
 
 
+@pytest.mark.slow  # a troth serve process that fails at startup
 @pytest.mark.parametrize("db", ["missing/dir/x.db", "."])
 def test_a_bad_db_path_is_one_line_naming_it(tmp_path, db):
     done = subprocess.run(

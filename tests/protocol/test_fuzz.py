@@ -61,12 +61,14 @@ def test_arbitrary_text_decodes_or_is_refused(text: str) -> None:
     check(text.encode("utf-8", "surrogatepass"))
 
 
+@pytest.mark.slow  # hundreds of generated envelopes: seconds
 @FUZZ
 @given(json_values)
 def test_arbitrary_json_decodes_or_is_refused(value: Any) -> None:
     check(dumps(value))
 
 
+@pytest.mark.slow  # hundreds of generated envelopes: seconds
 @FUZZ
 @given(
     kind=st.sampled_from(sorted(Kind)) | st.text(max_size=10),
@@ -104,6 +106,7 @@ values = st.fixed_dictionaries(
 )  # fmt: skip
 
 
+@pytest.mark.slow  # hundreds of generated envelopes: seconds
 @FUZZ
 @given(
     id=ids,

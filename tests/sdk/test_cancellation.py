@@ -312,6 +312,7 @@ async def app(mode_env: dict[str, str]) -> AsyncIterator[Troth]:
         yield app
 
 
+@pytest.mark.slow  # over a second of real time
 async def test_a_timeout_with_grace_cancels_in_time_for_cleanup(app: Troth, uid: str):
     """Its deadline is 4 s away; with 3 s of grace it is canceled after 1 s, with a
     ``TimedOutError`` as the reason, and its cleanup is recorded before the deadline."""
@@ -330,6 +331,7 @@ async def test_grace_needs_a_deadline(app: Troth, uid: str):
         app.options(grace=3).run(uid, lingering, 1)
 
 
+@pytest.mark.slow  # over a second of real time
 async def test_detached_children_are_left_alone_unless_asked(app: Troth, uid: str):
     for detached in (False, True):
         NOTES.clear()
@@ -433,6 +435,7 @@ async def retrying(ctx: Context) -> int:
     return await ctx.options(retry=Constant(30.0, max_attempts=5)).run(failing, 1)
 
 
+@pytest.mark.slow  # over a second of real time
 async def test_a_shield_runs_its_calls_and_outside_it_calls_are_refused(app: Troth, uid: str):
     app.register(shielded_cleanup)
     handle = app.run(uid, shielded_cleanup)

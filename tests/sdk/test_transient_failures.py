@@ -118,6 +118,7 @@ async def test_a_429_of_the_rate_limit_is_sent_again_after_its_retry_after():
     assert answered == [429, 200]
 
 
+@pytest.mark.slow  # waits out real retry backoffs: over a second
 async def test_a_refused_connection_is_retried_until_the_server_listens():
     port = free_port()
     net = network(f"http://127.0.0.1:{port}", request_retry_ms=10_000)
@@ -141,6 +142,7 @@ async def test_a_refused_connection_is_retried_until_the_server_listens():
     assert elapsed >= 0.9  # it waited for the server rather than failing at once
 
 
+@pytest.mark.slow  # waits out real retry backoffs: over a second
 async def test_no_answer_fails_after_the_configured_bound_not_at_once_and_not_for_ever():
     app = Troth(url=f"http://127.0.0.1:{free_port()}", request_retry=timedelta(seconds=1.5))
     try:
@@ -153,6 +155,7 @@ async def test_no_answer_fails_after_the_configured_bound_not_at_once_and_not_fo
     assert 1.4 <= elapsed < 15
 
 
+@pytest.mark.slow  # waits out real retry backoffs: over a second
 async def test_a_5xx_that_persists_is_returned_after_the_bound_and_the_log_is_summarized(
     caplog: pytest.LogCaptureFixture,
 ):

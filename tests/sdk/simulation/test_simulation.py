@@ -156,6 +156,7 @@ def test_the_seeds_met_every_kind_of_trouble(tally: Counter[str]) -> None:
         assert tally[trouble] > 0, f"no {trouble!r} in {sorted(tally.items())}"
 
 
+@pytest.mark.slow  # whole simulated runs: seconds each
 def test_a_seed_runs_the_same_every_time() -> None:
     first, second = Simulation(17).run(), Simulation(17).run()
     assert first.stats["crash"] > 0 and len(first.trace) > 200  # a seed with something in it
@@ -182,6 +183,7 @@ def test_the_ledger_catches_an_sdk_that_runs_a_recorded_step_again(
     assert any("after its result was recorded" in p for p in found), found
 
 
+@pytest.mark.slow  # whole simulated runs: seconds each
 def test_the_replay_check_catches_an_sdk_that_answers_new_code_from_old_records(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
