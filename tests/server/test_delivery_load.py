@@ -1,5 +1,5 @@
 """Delivery under load, against a real ``troth serve``: failing push targets do not snowball,
-an idle server with undeliverable work sleeps, and a backlog reaches a worker whole.
+and a backlog reaches a worker whole (an idle server with a backlog: ``test_idle.py``).
 
 What is asserted holds on a loaded 2-core machine: counts (messages kept, tasks alive,
 messages delivered and acknowledged) and memory, not latencies or rates; those figures are
@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.support import load
-from tests.support.load import cpu_seconds, create_all
+from tests.support.load import create_all
 from tests.support.processes import rss_mb
 from tests.support.servers import TrothServer
 from tests.support.sse import SseClient
@@ -101,49 +101,6 @@ def test_two_thousand_failing_push_targets_for_two_minutes(
     start_server: Callable[..., TrothServer], failing_target: str
 ) -> None:
     failure_storm(start_server, failing_target, targets=2000, seconds=120)
-
-
-# -- idle ---------------------------------------------------------------------------------------
-
-
-def idle_with_undeliverable_tasks(server: TrothServer) -> None:
-    assert server.process is not None
-    pid = server.process.pid
-    ids = [f"t{i}" for i in range(20_000)]
-    create_all(server, ids, lambda id: {"resonate:target": "poll://any@nobody"})
-    assert server.ok("promise.get", {"id": "t19999"})["promise"]["state"] == "pending"
-    time.sleep(3)  # let the writes settle
-
-    before, at = cpu_seconds(pid), time.monotonic()
-    time.sleep(10)
-    share = (cpu_seconds(pid) - before) / (time.monotonic() - at)
-    print(f"idle with 20,000 undeliverable tasks: {share:.2%} CPU over 10 s")
-    assert share < 0.02, f"{share:.2%} CPU"
-
-
-# Tasks are re-offered every --tasks-retry-timeout: at the default 5 s, 20,000 tasks are 4,000
-# transitions a second, which is work, not idleness. An hour isolates what delivery does.
-_IDLE_FLAGS = ("--tasks-retry-timeout", "3600000")
-
-
-def test_an_idle_server_with_undeliverable_tasks_sleeps(
-    start_server: Callable[..., TrothServer],
-) -> None:
-    idle_with_undeliverable_tasks(start_server(*_IDLE_FLAGS))
-
-
-@pytest.mark.pg
-def test_an_idle_postgres_server_with_undeliverable_tasks_sleeps(
-    start_server: Callable[..., TrothServer],
-) -> None:
-    from tests.support.postgres import cluster_url, fresh_database
-
-    with fresh_database(cluster_url(), "troth_idle") as url:
-        server = start_server(*_IDLE_FLAGS, "--db", url)
-        try:
-            idle_with_undeliverable_tasks(server)
-        finally:
-            server.kill()
 
 
 # -- backlog ------------------------------------------------------------------------------------
