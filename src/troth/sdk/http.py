@@ -30,7 +30,6 @@ one line when the server answers again, so an outage does not flood the log.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -46,6 +45,7 @@ from troth.protocol.messages import decode_delivered
 from troth.protocol.requests import Data
 from troth.protocol.responses import Reply
 from troth.sdk.clock import Clock, WallClock
+from troth.sdk.closing import close, finish
 from troth.sdk.errors import NetworkError
 from troth.sdk.http11 import Http11Client, Response
 from troth.sdk.network import Network, OnConnect, OnMessage, corr_id
@@ -191,14 +191,14 @@ class HttpNetwork(Network):
         )
 
     async def stop(self) -> None:
+        """Close the poll stream and every connection; each wait is bounded (``closing``)."""
         if self._listener is not None:
             self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
+            await finish([self._listener], "the poll stream")
             self._listener = None
-        await self._client.aclose()
-        for poster in self._posters.values():
-            await poster.aclose()
+        await close(self._client.aclose(), "the poll stream's connections")
+        for url, poster in self._posters.items():
+            await close(poster.aclose(), f"the connections to {url}")
 
     def _poster(self, url: str) -> Http11Client:
         poster = self._posters.get(url)
@@ -301,8 +301,7 @@ class _Acks:
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await finish([self._task], "acknowledging the poll stream's frames")
 
 
 class _Outage:

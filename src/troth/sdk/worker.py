@@ -61,6 +61,7 @@ from troth.protocol.requests import (
 )
 from troth.protocol.subjects import TASK_ID
 from troth.sdk import attempts, stalls
+from troth.sdk.closing import finish
 from troth.sdk.codec import convert, encode_error
 from troth.sdk.context import Context
 from troth.sdk.errors import (
@@ -199,9 +200,7 @@ class Worker:
         await self._heartbeat.stop()
         for job in jobs:
             job.cancel()
-        for job in jobs:
-            with contextlib.suppress(asyncio.CancelledError):
-                await job
+        await finish(jobs, "a cancelled run")
         held.update({task.id: task for task in self.leases.held()})
         for task in held.values():
             with contextlib.suppress(Exception):
