@@ -49,8 +49,14 @@ def test_the_engine_handles_exactly_the_protocols_non_debug_kinds() -> None:
     assert names(ENGINE_HANDLERS) == MACHINE
 
 
+# Queues are state of troth's own outside the Lean machine (docs/queues.md); the oracle
+# judges the machine, and the differential never puts a promise in a queue.
+QUEUES = {kind for kind in MACHINE if kind.startswith("queue.")}
+
+
 def test_the_oracle_handles_exactly_the_protocols_non_debug_kinds() -> None:
-    assert names(ORACLE_HANDLERS) == MACHINE
+    assert QUEUES == {"queue.set", "queue.get", "queue.search"}
+    assert names(ORACLE_HANDLERS) == MACHINE - QUEUES
 
 
 @pytest.mark.parametrize("kind", sorted(DEBUG))

@@ -62,12 +62,15 @@ ALL_KINDS = {
     "debug.reset",
     "debug.snap",
     "debug.tick",
-    # troth's extension (docs/semantics.md, "Batched fences").
+    # troth's extensions (docs/semantics.md, "Batched fences"; docs/queues.md).
     "task.fences",
+    "queue.set",
+    "queue.get",
+    "queue.search",
 }
 
 
-def test_the_kinds_are_exactly_the_26_of_the_protocol_and_troths_extension() -> None:
+def test_the_kinds_are_exactly_the_26_of_the_protocol_and_troths_extensions() -> None:
     assert set(Kind) == ALL_KINDS
     assert set(VALID) == ALL_KINDS
 

@@ -10,6 +10,7 @@ import pytest
 
 from tests.engine.machine import Machine, R
 from tests.engine.test_promises import *  # noqa: F403
+from tests.engine.test_queues import *  # noqa: F403
 from tests.engine.test_schedules import *  # noqa: F403
 from tests.engine.test_search import *  # noqa: F403
 from tests.engine.test_settlement import *  # noqa: F403

@@ -92,6 +92,10 @@ VALID: dict[str, dict[str, Any]] = {
     "debug.reset": {},
     "debug.snap": {},
     "debug.tick": {"time": 0},
+    # troth's queues (docs/queues.md).
+    "queue.set": {"queue": {"name": "q", "concurrency": 2}},
+    "queue.get": {"name": "q"},
+    "queue.search": {},
 }
 
 DELETE = object()

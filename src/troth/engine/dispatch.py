@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from troth.engine import promises, schedules, search, tasks
+from troth.engine import promises, queues, schedules, search, tasks
 from troth.engine.store import Store
 from troth.protocol.envelope import Request
 from troth.protocol.kinds import Kind
@@ -36,6 +36,9 @@ HANDLERS: dict[Kind, Handler] = {
     Kind.SCHEDULE_CREATE: schedules.schedule_create,
     Kind.SCHEDULE_DELETE: schedules.schedule_delete,
     Kind.SCHEDULE_SEARCH: search.schedule_search,
+    Kind.QUEUE_SET: queues.queue_set,
+    Kind.QUEUE_GET: queues.queue_get,
+    Kind.QUEUE_SEARCH: queues.queue_search,
 }
 
 # Kinds that never write: a backend may answer them outside the write path.
@@ -47,6 +50,8 @@ READ_ONLY: frozenset[Kind] = frozenset(
         Kind.TASK_SEARCH,
         Kind.SCHEDULE_GET,
         Kind.SCHEDULE_SEARCH,
+        Kind.QUEUE_GET,
+        Kind.QUEUE_SEARCH,
     }
 )
 

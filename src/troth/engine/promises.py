@@ -4,6 +4,7 @@ P-05 register_listener, as Lean's ``spec/02-actions/P-0*.lean`` defines them
 
 from __future__ import annotations
 
+from troth.engine import queues
 from troth.engine.projection import is_live, project
 from troth.engine.settlement import settle
 from troth.engine.store import Store, Task, TaskTimeoutKind
@@ -72,6 +73,8 @@ def promise_create(store: Store, req: PromiseCreateRequest, now: int) -> Reply:
     existing = store.get_promise(req.id)
     if existing is not None:
         return _answer(project(existing, now))
+    if (refused := queues.undeclared(store, req.tags)) is not None:
+        return Reply(400, refused)
     promise = new_promise(req, now)
     store.set_promise(promise)
     target = req.tags.get(TARGET)
@@ -91,7 +94,7 @@ def promise_create(store: Store, req: PromiseCreateRequest, now: int) -> Reply:
     if delay is not None and delay > now:
         # ``resonate:delay`` is an absolute instant: nothing is sent until the retry fires.
         store.set_task_timeout(task.id, TaskTimeoutKind.RETRY, delay)
-    else:
+    elif queues.offers(store, task, promise, now):
         store.set_task_timeout(task.id, TaskTimeoutKind.RETRY, now + store.retry_timeout)
         store.set_message(target, execute_message(task.id, task.version))
     return _answer(promise)

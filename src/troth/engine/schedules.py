@@ -3,6 +3,7 @@ docs/references.md#the-abstract-machine)."""
 
 from __future__ import annotations
 
+from troth.engine import queues
 from troth.engine.store import Store
 from troth.protocol.cron import next_cron
 from troth.protocol.records import Schedule
@@ -26,6 +27,8 @@ def schedule_create(store: Store, req: ScheduleCreateRequest, now: int) -> Reply
     existing = store.get_schedule(req.id)
     if existing is not None:
         return Reply(200, ScheduleResponse(existing))
+    if (refused := queues.undeclared(store, req.promise_tags)) is not None:
+        return Reply(400, refused.replace("tags.", "promiseTags.", 1))
     schedule = Schedule(
         id=req.id,
         cron=req.cron,

@@ -13,6 +13,7 @@ import dataclasses
 
 from msgspec.structs import replace
 
+from troth.engine import queues
 from troth.engine.store import Store, TaskTimeoutKind
 from troth.protocol.messages import execute_message, unblock_message
 from troth.protocol.records import TARGET, PromiseRecord, PromiseState, TaskState, Value
@@ -40,6 +41,7 @@ def settle(
         # Whatever state the task is in, its promise is decided: the task is done.
         store.set_task(task.fulfilled())
         store.del_task_timeout(task.id)
+        queues.leave(store, task.id, settled, now)
     # The settled promise can never be resumed again, so its own registrations as an
     # awaiter would only ever wake a finished task: drop them.
     store.scrub(promise.id)
@@ -64,8 +66,10 @@ def enqueue_resume(store: Store, awaited: str, awaiter: str, now: int) -> None:
     if task.state == TaskState.SUSPENDED:
         task = dataclasses.replace(task, state=TaskState.PENDING, resumes=(awaited,))
         store.set_task(task)
-        store.set_task_timeout(task.id, TaskTimeoutKind.RETRY, now + store.retry_timeout)
         promise = store.get_promise(awaiter)
+        if promise is not None and not queues.offers(store, task, promise, now):
+            return  # it waits in its queue, which offers it when it has room
+        store.set_task_timeout(task.id, TaskTimeoutKind.RETRY, now + store.retry_timeout)
         if promise is not None and (target := promise.tags.get(TARGET, "")):
             store.set_message(target, execute_message(task.id, task.version))
     elif task.state != TaskState.FULFILLED and awaited not in task.resumes:

@@ -22,6 +22,7 @@ from collections.abc import Generator
 from typing import NamedTuple, Protocol
 
 from troth.protocol.messages import ExecuteData, Message
+from troth.protocol.queues import QueueSpec
 from troth.protocol.records import PromiseRecord, PromiseState, Schedule, TaskRecord, TaskState
 
 
@@ -42,6 +43,47 @@ class Task:
     def fulfilled(self) -> Task:
         """The task as settlement leaves it: done, unleased, nothing buffered; version kept."""
         return dataclasses.replace(self, state=TaskState.FULFILLED, pid=None, ttl=None, resumes=())
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Queue:
+    """A declared queue (``troth.engine.queues``): its spec and its counters. ``running``
+    counts the entries holding a slot, ``waiting`` those in line; ``turn`` the slots ever
+    granted (a key's ``served``
+    is the turn of its last grant: round robin); ``seq`` the entries ever queued (FIFO)."""
+
+    spec: QueueSpec
+    running: int = 0
+    waiting: int = 0
+    turn: int = 0
+    seq: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueKey:
+    """One key of a queue, kept while it has entries. ``priority`` is the best priority
+    among its waiting entries (0 in a queue without priorities, whose entries all have 0);
+    ``ready_at`` the instant its own rate lets it start again."""
+
+    queue: str
+    key: str
+    running: int = 0
+    waiting: int = 0
+    served: int = 0
+    priority: int = 0
+    ready_at: int = 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueEntry:
+    """A task in a queue: ``admitted`` once it holds a slot, waiting for one before."""
+
+    task: str
+    queue: str
+    key: str
+    priority: int
+    seq: int
+    admitted: bool = False
 
 
 class TaskTimeoutKind(enum.IntEnum):
@@ -173,6 +215,55 @@ class Store(Protocol):
     def is_waiting(self, address: str, message: Message) -> bool:
         """Whether exactly this message is in the outbox at its key: enqueued and not yet
         delivered (delivery removes a row once it has arrived)."""
+        ...
+
+    # -- queues (troth's extension: ``troth.engine.queues``) ---------------------------------
+
+    def get_queue(self, name: str) -> Queue | None: ...
+
+    def set_queue(self, queue: Queue) -> None: ...
+
+    def get_queue_key(self, queue: str, key: str) -> QueueKey | None: ...
+
+    def set_queue_key(self, key: QueueKey) -> None:
+        """Upsert; a key with no entries left (running and waiting 0) is deleted."""
+        ...
+
+    def next_queue_key(self, queue: str, limit: int | None, now: int) -> QueueKey | None:
+        """The key to serve next: among those with a waiting entry, fewer than ``limit``
+        running and ``ready_at <= now``, the best priority, then the one served longest
+        ago, then the least key."""
+        ...
+
+    def busiest_queue_keys(self, queue: str, limit: int) -> list[QueueKey]:
+        """Up to ``limit`` keys of the queue, most entries (running + waiting) first."""
+        ...
+
+    def search_queues(self, after: str | None, limit: int) -> list[Queue]:
+        """Up to ``limit`` queues with name > ``after``, by name."""
+        ...
+
+    def get_queue_entry(self, task: str) -> QueueEntry | None: ...
+
+    def set_queue_entry(self, entry: QueueEntry) -> None: ...
+
+    def del_queue_entry(self, task: str) -> None: ...
+
+    def queue_head(self, queue: str, key: str) -> QueueEntry | None:
+        """The key's first waiting entry: by priority, then first come first served."""
+        ...
+
+    def add_queue_start(self, queue: str, key: str, at: int) -> None:
+        """Log a start, for the rate limits' sliding windows."""
+        ...
+
+    def queue_starts(self, queue: str, key: str | None, since: int, limit: int) -> list[int]:
+        """The newest ``limit`` starts after ``since`` (of one key, or of the whole queue),
+        oldest first."""
+        ...
+
+    def forget_queue_starts(self, queue: str, before: int) -> None:
+        """Drop the starts no window reaches any more."""
         ...
 
     # -- queries of the extensions ----------------------------------------------------------

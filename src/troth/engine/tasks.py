@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from troth.engine import queues
 from troth.engine.preload import preload
 from troth.engine.projection import is_live
 from troth.engine.promises import new_promise, promise_create, promise_settle
@@ -14,6 +15,7 @@ from troth.engine.settlement import settle
 from troth.engine.store import Store, Task, TaskTimeoutKind
 from troth.protocol.kinds import Kind
 from troth.protocol.messages import execute_message
+from troth.protocol.queues import QUEUE_TAG, QUEUED_BY_PROMISE_CREATE
 from troth.protocol.records import TARGET, PromiseRecord, PromiseState, TaskState
 from troth.protocol.requests import (
     PromiseCreateRequest,
@@ -76,8 +78,11 @@ def _claimed(store: Store, task: Task, promise: PromiseRecord) -> Reply:
 
 
 def _offer(store: Store, task: Task, promise: PromiseRecord, now: int) -> None:
-    """Make ``task`` pending and offer it to its target now, and again every retryTimeout."""
+    """Make ``task`` pending and offer it to its target now, and again every retryTimeout
+    (or, in a queue, when the queue has room for it)."""
     store.set_task(task)
+    if not queues.offers(store, task, promise, now):
+        return
     store.set_task_timeout(task.id, TaskTimeoutKind.RETRY, now + store.retry_timeout)
     store.set_message(promise.tags.get(TARGET, ""), execute_message(task.id, task.version))
 
@@ -103,6 +108,9 @@ def task_create(store: Store, req: TaskCreateRequest, now: int) -> Reply:
     task: Task | None  # born here, or looked up below
     promise = store.get_promise(action.id)
     if promise is None:
+        if QUEUE_TAG in action.tags:
+            # Its queue decides when it runs: it cannot be born held by its creator.
+            return Reply(400, f"action.data.tags.{QUEUE_TAG}: {QUEUED_BY_PROMISE_CREATE}")
         promise = new_promise(action, now)
         store.set_promise(promise)
         if promise.state != PromiseState.PENDING:
@@ -123,7 +131,7 @@ def task_create(store: Store, req: TaskCreateRequest, now: int) -> Reply:
     if task.state == TaskState.FULFILLED:
         # The stored records, unprojected, as Lean answers them.
         return Reply(200, TaskClaimResponse(promise, [], task.record()))
-    if task.state != TaskState.PENDING:
+    if task.state != TaskState.PENDING or not queues.admitted(store, task.id, promise):
         return Reply(409)
     # Lean does not check the promise's liveness here: a dead task is claimed too.
     return _claimed(store, _acquire(store, task, req.pid, req.ttl, now), promise)
@@ -134,6 +142,8 @@ def task_acquire(store: Store, req: TaskAcquireRequest, now: int) -> Reply:
     if isinstance(held, Reply):
         return held
     task, promise = held
+    if not queues.admitted(store, task.id, promise):
+        return Reply(409)  # waiting in its queue: not offered to anyone yet
     return _claimed(store, _acquire(store, task, req.pid, req.ttl, now), promise)
 
 
@@ -220,6 +230,7 @@ def task_suspend(store: Store, req: TaskSuspendRequest, now: int) -> Reply:
         dataclasses.replace(task, state=TaskState.SUSPENDED, pid=None, ttl=None, resumes=())
     )
     store.del_task_timeout(task.id)
+    queues.leave(store, task.id, promise, now)
     return Reply(200, EMPTY)
 
 
@@ -257,6 +268,8 @@ def task_halt(store: Store, req: TaskHaltRequest, now: int) -> Reply:
     if task.state != TaskState.HALTED:
         store.set_task(dataclasses.replace(task, state=TaskState.HALTED, pid=None, ttl=None))
         store.del_task_timeout(task.id)
+        if (promise := store.get_promise(task.id)) is not None:
+            queues.leave(store, task.id, promise, now)
     return Reply(200, EMPTY)
 
 

@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 from msgspec.structs import replace
 
+from troth.engine import queues
 from troth.engine.projection import timed_out
 from troth.engine.promises import promise_create
 from troth.engine.settlement import settle
@@ -87,9 +88,13 @@ def on_task_retry_timeout(store: Store, id: str, now: int) -> None:
     task = store.get_task(id)
     if task is None or task.state != TaskState.PENDING:
         return
+    promise = store.get_promise(id)
+    if promise is not None and queues.on_retry(store, task, promise, now):
+        return  # a queued task that holds no slot: its queue moves instead
     store.del_task_timeout(task.id)
     store.set_task_timeout(task.id, TaskTimeoutKind.RETRY, now + store.retry_timeout)
-    _send_execute(store, task.id, task.version)
+    if promise is not None:
+        store.set_message(promise.tags.get(TARGET, ""), execute_message(task.id, task.version))
 
 
 def on_task_lease_timeout(store: Store, id: str, now: int) -> None:

@@ -1,4 +1,5 @@
-"""The 27 request kinds (the protocol's 26 and troth's ``task.fences``), and what each one
+"""The 30 request kinds (the protocol's 26, troth's ``task.fences`` and its three queue
+kinds), and what each one
 is: its data type, its extra checks, the typed responses of its success statuses, and the
 messages of its error statuses.
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from troth.protocol import queues as qu
 from troth.protocol import requests as rq
 from troth.protocol import responses as rs
 from troth.protocol import validation as v
@@ -42,6 +44,9 @@ class Kind(StrEnum):
     SCHEDULE_CREATE = "schedule.create"
     SCHEDULE_DELETE = "schedule.delete"
     SCHEDULE_SEARCH = "schedule.search"
+    QUEUE_SET = "queue.set"
+    QUEUE_GET = "queue.get"
+    QUEUE_SEARCH = "queue.search"
     DEBUG_START = "debug.start"
     DEBUG_STOP = "debug.stop"
     DEBUG_RESET = "debug.reset"
@@ -186,6 +191,12 @@ _SPECS: dict[Kind, _Spec] = {
     ),
     Kind.SCHEDULE_DELETE: _Spec(rq.ScheduleDeleteRequest, _ok(rs.Empty), v.lookup, _SCHEDULE),
     Kind.SCHEDULE_SEARCH: _Spec(rq.ScheduleSearchRequest, _ok(rs.ScheduleSearchResponse), v.search),
+    # troth's queues (docs/queues.md).
+    Kind.QUEUE_SET: _Spec(qu.QueueSetRequest, _ok(qu.QueueResponse), qu.queue_set),
+    Kind.QUEUE_GET: _Spec(
+        qu.QueueGetRequest, _ok(qu.QueueResponse), qu.queue_get, Errors(not_found="Queue not found")
+    ),
+    Kind.QUEUE_SEARCH: _Spec(qu.QueueSearchRequest, _ok(qu.QueueSearchResponse), v.search),
     Kind.DEBUG_START: _DEBUG,
     Kind.DEBUG_STOP: _DEBUG,
     Kind.DEBUG_RESET: _DEBUG,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from troth.protocol import addresses, cron
+from troth.protocol import addresses, cron, queues
 from troth.protocol.ids import ORIGIN_SEP, child_id, descends, origin
 from troth.protocol.limits import (
     MAX_FENCES,
@@ -66,7 +66,7 @@ def promise_create(req: PromiseCreateRequest, where: str = "") -> list[str]:
             errors.append(f"{DELAY} must be less than timeoutAt")
         if TARGET not in tags:
             errors.append(f"{DELAY} requires a {TARGET} tag")
-    return errors
+    return errors + queues.tag_errors(f"{where}tags", tags)
 
 
 def _address(label: str, address: str, place: str = "") -> list[str]:
@@ -196,7 +196,7 @@ def schedule_create(req: ScheduleCreateRequest) -> list[str]:
         errors.append(f"promiseTags must include a {TARGET} tag")
     else:
         errors += _address(f"{TARGET} address", target, " in promiseTags")
-    return errors
+    return errors + queues.tag_errors("promiseTags", tags)
 
 
 def _lineage_errors(req: ScheduleCreateRequest, tag: str) -> list[str]:

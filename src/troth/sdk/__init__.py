@@ -23,6 +23,7 @@ from troth.sdk.errors import (
     UnstorableValueError,
 )
 from troth.sdk.options import Options
+from troth.sdk.queues import Queue, RateLimit
 from troth.sdk.retry import Constant, Exponential, Linear, Never, RetryPolicy
 from troth.sdk.saga import Saga
 from troth.sdk.worker_process import worker_main
@@ -46,6 +47,8 @@ __all__ = [
     "Never",
     "NonDeterminismError",
     "Options",
+    "Queue",
+    "RateLimit",
     "RemoteError",
     "RetryPolicy",
     "Saga",

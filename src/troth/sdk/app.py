@@ -10,6 +10,7 @@ Both modes run the same worker loop over the same ``Network`` seam.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import os
@@ -27,6 +28,7 @@ from typing import (
 
 from troth.protocol.conventions import FUNC_TAG
 from troth.protocol.kinds import Kind
+from troth.protocol.queues import QUEUE_TAG
 from troth.protocol.records import PromiseState, TaskState
 from troth.protocol.requests import CreateAction, PromiseCreateRequest, TaskCreateRequest
 from troth.sdk.cancellation import grace_tags
@@ -40,6 +42,7 @@ from troth.sdk.leases import Leases
 from troth.sdk.network import Network, action_head, anycast, new_pid, send_promise
 from troth.sdk.observability import choose, measure
 from troth.sdk.options import Options, StartOptions, as_flag, options
+from troth.sdk.queues import Queue, RateLimit, declare, spec
 from troth.sdk.registry import Registered, Registry, function_name
 from troth.sdk.retry import RetryPolicy
 from troth.sdk.signatures import ExecutionStart
@@ -176,6 +179,7 @@ class Troth(Starts):
         # Executions being created by ``run``/``rpc`` (and those whose creation failed and
         # no handle has reported yet), by id: ``stop`` waits for them and logs failures.
         self._starts: dict[asyncio.Future[Any], str] = {}
+        self._queues: dict[str, Queue] = {}  # declared when the app starts
 
     # -- registration -------------------------------------------------------------------------
 
@@ -218,6 +222,30 @@ class Troth(Starts):
             return f
 
         return add(fn) if fn is not None else add
+
+    def queue(
+        self,
+        name: str,
+        *,
+        concurrency: int | None = None,
+        key_concurrency: int | None = None,
+        rate: RateLimit | None = None,
+        key_rate: RateLimit | None = None,
+        priority: bool = False,
+    ) -> Queue:
+        """Declare queue ``name``: executions started through it run only when it has room
+        (docs/queues.md). ``concurrency``: at most this many of the queue running at once
+        (across every worker and server); ``key_concurrency``: the same per key; ``rate``:
+        at most ``rate.limit`` starts per ``rate.period`` (``key_rate``: per key);
+        ``priority``: a lower ``priority`` option starts first. Declared on the server when
+        the app starts, for every process that uses the queue."""
+        if self.started:
+            raise RuntimeError(f"declare queue {name!r} before the app starts")
+        queue = Queue(
+            spec(name, concurrency, key_concurrency, rate, key_rate, priority), self.options
+        )
+        self._queues[name] = queue
+        return queue
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -284,6 +312,7 @@ class Troth(Starts):
         if self.started:
             return
         runtime = self.runtime
+        await declare(runtime.network, self._queues)
         self._worker = Worker(runtime, self.concurrency, self.waiter.notify)
         self._worker.start()
         self._watch = LoopWatch(runtime.stalls)
@@ -344,6 +373,11 @@ class Troth(Starts):
     def _run(
         self, opts: Options, id: str, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
     ) -> Handle[Any]:
+        if QUEUE_TAG in opts.tags:
+            # Its queue says when it runs: created for this process (preferably), then
+            # offered when it has room, as an rpc is.
+            target = opts.target or anycast(self.group, self.pid)
+            return self._rpc(dataclasses.replace(opts, target=target), id, fn, *args, **kwargs)
         entry = self._entry(fn, opts.version)
         worker = self.worker
         # Refused here, not in the background: a grace without a deadline.

@@ -31,6 +31,7 @@ from collections.abc import Callable, Generator
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar, Unpack, cast
 
+from troth.protocol.queues import QUEUE_TAG
 from troth.protocol.records import TARGET, TIMER, PromiseRecord, PromiseState, Value
 from troth.protocol.requests import PromiseCreateRequest
 from troth.sdk import children
@@ -250,6 +251,11 @@ class Context(Calls):
         self, opts: Options, fn: Callable[..., Any] | str, /, *args: Any, **kwargs: Any
     ) -> DurableFuture[Any]:
         self._guard()
+        if QUEUE_TAG in opts.tags:
+            raise TypeError(
+                "the queue option is for executions (ctx.rpc, ctx.detached): a step runs "
+                "here, in its execution's own slot"
+            )
         registry = self._execution.runtime.registry
         entry = registry.get(fn, opts.version) if isinstance(fn, str) else registry.of(fn)
         if isinstance(fn, str) and entry is None:

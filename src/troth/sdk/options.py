@@ -22,6 +22,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import TypedDict, Unpack
 
+from troth.protocol.queues import PRIORITY_TAG, QUEUE_KEY_TAG, QUEUE_TAG
 from troth.protocol.records import MAX_MILLIS
 from troth.sdk.retry import RetryPolicy
 
@@ -62,6 +63,9 @@ class Options:
       deadline: it is canceled cooperatively, with a ``TimedOutError`` as the reason, this
       long before the deadline, so that its cleanup can still record steps (see
       ``troth.sdk.cancellation``).
+
+    ``options(queue=..., queue_key=..., priority=...)`` puts an execution in a queue
+    declared with ``app.queue`` (docs/queues.md); they travel as tags of its promise.
     """
 
     timeout: timedelta | None = None
@@ -92,6 +96,9 @@ class StartOptions(TypedDict, total=False):
     version: int | None
     tags: Mapping[str, str] | None
     grace: timedelta | float | None
+    queue: str | None
+    queue_key: str | None
+    priority: int | None
 
 
 class CallOptions(StepOptions, StartOptions, total=False):
@@ -109,10 +116,27 @@ def options(**given: Unpack[CallOptions]) -> Options:
         target=given.get("target"),
         version=given.get("version"),
         id=given.get("id"),
-        tags=dict(given.get("tags") or {}),
+        tags={**(given.get("tags") or {}), **queue_tags(given)},
         grace=as_timedelta(given.get("grace")),
         inline=as_flag("inline", given.get("inline")),
     )
+
+
+def queue_tags(given: CallOptions) -> dict[str, str]:
+    """The tags that put an execution in a queue, from the options naming it."""
+    queue, key, priority = given.get("queue"), given.get("queue_key"), given.get("priority")
+    if queue is None:
+        if key is not None or priority is not None:
+            raise TypeError("the queue_key and priority options need the queue option")
+        return {}
+    tags = {QUEUE_TAG: queue}
+    if key is not None:
+        tags[QUEUE_KEY_TAG] = key
+    if priority is not None:
+        if isinstance(priority, bool) or not isinstance(priority, int) or priority < 0:
+            raise TypeError(f"the priority option is an integer >= 0, not {priority!r}")
+        tags[PRIORITY_TAG] = str(priority)
+    return tags
 
 
 def as_flag(name: str, value: object) -> bool | None:

@@ -30,6 +30,7 @@ import hashlib
 class Namespace(enum.Enum):
     PROMISE = b"p"  # a promise and its task share their id
     SCHEDULE = b"s"
+    QUEUE = b"q"  # a queue with its keys, its line of entries and its log of starts
 
 
 def key(namespace: Namespace, id: str) -> int:

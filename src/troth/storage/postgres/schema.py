@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from troth.storage.sql import views
+from troth.storage.sql import queues, views
 from troth.storage.sql.dialect import POSTGRES
 from troth.storage.sql.schema import deferred_retries, tables
 
@@ -35,6 +35,7 @@ MIGRATIONS: tuple[str, ...] = (
     _CLAIMS,
     views.migration(POSTGRES),
     deferred_retries(POSTGRES),
+    queues.migration(POSTGRES),
 )
 
 # The two-key advisory lock space is apart from the one-key space the object locks use

@@ -20,13 +20,14 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from troth.engine.store import Task, Timeout, TimeoutKind
+from troth.engine.store import Queue, Task, Timeout, TimeoutKind
 from troth.protocol.records import PromiseRecord, Schedule
 from troth.storage import codec
 from troth.storage.postgres import locks
 from troth.storage.postgres.locks import Namespace
 from troth.storage.sql.dialect import POSTGRES
 from troth.storage.sql.queries import Queries
+from troth.storage.sql.queues import QueueQueries
 from troth.storage.sql.store import SqlStore
 
 # A timeout entry as this transaction knows it: its deadline, or None when not armed.
@@ -55,6 +56,7 @@ class PostgresStore(SqlStore[psycopg.Connection]):
     """
 
     queries = Queries(POSTGRES)
+    queue_queries = QueueQueries(POSTGRES)
 
     def __init__(self, conn: psycopg.Connection, retry_timeout: int, *, locking: bool) -> None:
         super().__init__(conn, retry_timeout)
@@ -159,6 +161,18 @@ class PostgresStore(SqlStore[psycopg.Connection]):
         self._registrations.clear()
 
     # -- schedules --------------------------------------------------------------------------
+
+    def get_queue(self, name: str) -> Queue | None:
+        """Under the queue's lock: every queue effect of a transaction follows this read
+        (``troth.engine.queues``), so the queue's counters, keys and line change under it."""
+        if not _storable(name):
+            return None
+        self._take_lock(Namespace.QUEUE, name)
+        return super().get_queue(name)
+
+    def set_queue(self, queue: Queue) -> None:
+        self._take_lock(Namespace.QUEUE, queue.spec.name)
+        super().set_queue(queue)
 
     def get_schedule(self, id: str) -> Schedule | None:
         if id not in self._schedules:

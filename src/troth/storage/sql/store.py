@@ -19,6 +19,7 @@ from troth.protocol.records import PromiseRecord, PromiseState, Schedule, TaskSt
 from troth.storage import codec
 from troth.storage.sql.connection import Connection, Cursor
 from troth.storage.sql.queries import Queries
+from troth.storage.sql.queues import QueueEffects
 
 C = TypeVar("C", bound=Connection)
 T = TypeVar("T")
@@ -26,7 +27,7 @@ T = TypeVar("T")
 _NEVER = 2**63 - 1  # a deadline past every deadline (a signed 64-bit column's largest)
 
 
-class SqlStore(ABC, Generic[C]):
+class SqlStore(QueueEffects[C], ABC, Generic[C]):
     """The ``troth.engine.Store`` effects on an open connection ``C``."""
 
     queries: ClassVar[Queries]

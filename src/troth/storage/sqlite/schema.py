@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from troth.storage.sql import views
+from troth.storage.sql import queues, views
 from troth.storage.sql.dialect import SQLITE
 from troth.storage.sql.schema import deferred_retries, tables
 
@@ -26,12 +26,14 @@ INSERT INTO health (id, probed_at) VALUES (1, 0);
 """
 
 # The operator's views: executions and call trees along indexes (``troth.storage.sql.views``);
-# the timeouts loop's deferred retries (``troth.storage.sql.schema.deferred_retries``).
+# the timeouts loop's deferred retries (``troth.storage.sql.schema.deferred_retries``);
+# the queues (``troth.storage.sql.queues``).
 MIGRATIONS: tuple[str, ...] = (
     tables(SQLITE),
     _HEALTH,
     views.migration(SQLITE),
     deferred_retries(SQLITE),
+    queues.migration(SQLITE),
 )
 
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")

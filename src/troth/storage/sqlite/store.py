@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from troth.engine.store import Timeout, TimeoutKind
 from troth.storage.sql.dialect import SQLITE
 from troth.storage.sql.queries import Queries
+from troth.storage.sql.queues import QueueQueries
 from troth.storage.sql.store import SqlStore
 
 T = TypeVar("T")
@@ -22,6 +23,7 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
     """The ``troth.engine.Store`` effects on an open SQLite connection."""
 
     queries = Queries(SQLITE)
+    queue_queries = QueueQueries(SQLITE)
 
     def next_timeout(self, *, deferring: bool = False) -> Timeout | None:
         """The earliest of the deadline indexes' heads (with ``deferring``, none of the
