@@ -55,7 +55,7 @@ QUEUES = {kind for kind in MACHINE if kind.startswith("queue.")}
 
 
 def test_the_oracle_handles_exactly_the_protocols_non_debug_kinds() -> None:
-    assert QUEUES == {"queue.set", "queue.get", "queue.search"}
+    assert {"queue.set", "queue.get", "queue.search"} == QUEUES
     assert names(ORACLE_HANDLERS) == MACHINE - QUEUES
 
 

@@ -110,6 +110,32 @@ async def test_the_queue_is_declared_on_the_server_with_its_limits(
     assert spec.rate == Rate(50, 30_000) and spec.key_rate is None
 
 
+async def test_debounced_starts_collapse_into_the_last_one(
+    make_app: Callable[..., Troth], uid: str
+) -> None:
+    ran: list[int] = []
+    app = make_app()
+
+    def note(n: int) -> int:
+        ran.append(n)
+        return n * 10
+
+    @app.register
+    async def refresh(ctx: Context, n: int) -> int:
+        return await ctx.run(note, n)
+
+    queue = app.queue(f"{uid}-q", concurrency=4)
+    async with app:
+        window = queue.options(key="customer-7", debounce=timedelta(milliseconds=300))
+        handles = []
+        for n in range(4):  # one after the other: each start supersedes the one before
+            handles.append(window.run(f"{uid}-{n}", refresh, n))
+            await handles[-1].started()
+        results = [await handle.result() for handle in handles]
+    assert results == [30, 30, 30, 30]  # every handle has the last start's result
+    assert ran == [3]
+
+
 def test_bad_declarations_are_refused_naming_the_limit() -> None:
     app = Troth(db=":memory:")
     with pytest.raises(ValueError, match="concurrency"):
@@ -123,6 +149,10 @@ def test_bad_declarations_are_refused_naming_the_limit() -> None:
     queue = app.queue("q", concurrency=1)
     with pytest.raises(ValueError, match="priority=True"):
         queue.options(priority=1)
+    with pytest.raises(ValueError, match="debounce"):
+        queue.options(debounce=timedelta(0))
+    with pytest.raises(TypeError, match="need the queue option"):
+        app.options(debounce=5)
 
 
 async def test_a_step_cannot_be_queued(make_app: Callable[..., Troth], uid: str) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.engine.machine import Machine, R
+from tests.engine.test_debounce import *  # noqa: F403
 from tests.engine.test_promises import *  # noqa: F403
 from tests.engine.test_queues import *  # noqa: F403
 from tests.engine.test_schedules import *  # noqa: F403

@@ -4,7 +4,7 @@ P-05 register_listener, as Lean's ``spec/02-actions/P-0*.lean`` defines them
 
 from __future__ import annotations
 
-from troth.engine import queues
+from troth.engine import debounce, queues
 from troth.engine.projection import is_live, project
 from troth.engine.settlement import settle
 from troth.engine.store import Store, Task, TaskTimeoutKind
@@ -94,6 +94,8 @@ def promise_create(store: Store, req: PromiseCreateRequest, now: int) -> Reply:
     if delay is not None and delay > now:
         # ``resonate:delay`` is an absolute instant: nothing is sent until the retry fires.
         store.set_task_timeout(task.id, TaskTimeoutKind.RETRY, delay)
+    elif (span := debounce.window(req.tags)) is not None:
+        debounce.hold(store, promise, span, now)  # it queues when its window is over
     elif queues.offers(store, task, promise, now):
         store.set_task_timeout(task.id, TaskTimeoutKind.RETRY, now + store.retry_timeout)
         store.set_message(target, execute_message(task.id, task.version))

@@ -266,6 +266,12 @@ class Store(Protocol):
         """Drop the starts no window reaches any more."""
         ...
 
+    def debounced(self, queue: str, key: str) -> str | None:
+        """The last debounced start of the queue's key (``troth.engine.debounce``)."""
+        ...
+
+    def set_debounced(self, queue: str, key: str, task: str) -> None: ...
+
     # -- queries of the extensions ----------------------------------------------------------
 
     def search_promises(

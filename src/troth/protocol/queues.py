@@ -13,7 +13,7 @@ from typing import Annotated
 
 import msgspec
 
-from troth.protocol.records import TARGET, Duration, NonEmpty, Record
+from troth.protocol.records import DELAY, MAX_MILLIS, TARGET, Duration, NonEmpty, Record
 from troth.protocol.requests import Data
 
 QUEUE_TAG = "troth:queue"
@@ -25,6 +25,14 @@ Without it, the execution has the empty key."""
 
 PRIORITY_TAG = "troth:priority"
 """An integer: in a queue declared with ``priority``, a lower number runs first."""
+
+DEBOUNCE_TAG = "troth:debounce"
+"""A window in ms: the execution waits it out before it queues, and a later start of the
+same queue and key within it supersedes this one (``troth.engine.debounce``)."""
+
+DEBOUNCED_HEADER = "troth:debounced-into"
+"""On the value of a superseded debounced start (resolved, no data): the id of the start
+that superseded it, whose result is its result."""
 
 MAX_NAME_BYTES = 512
 MAX_KEY_BYTES = 512
@@ -139,6 +147,14 @@ def tag_errors(field: str, tags: dict[str, str]) -> list[str]:
     priority = tags.get(PRIORITY_TAG)
     if priority is not None and not _is_priority(priority):
         errors.append(f"{PRIORITY_TAG} in {field} must be an integer from 0 to {MAX_PRIORITY}")
+    debounce = tags.get(DEBOUNCE_TAG)
+    if debounce is not None:
+        if QUEUE_TAG not in tags:
+            errors.append(f"{DEBOUNCE_TAG} in {field} needs a {QUEUE_TAG}")
+        if DELAY in tags:
+            errors.append(f"{DEBOUNCE_TAG} and {DELAY} in {field} exclude each other")
+        if not (debounce.isascii() and debounce.isdigit() and 1 <= int(debounce) <= MAX_MILLIS):
+            errors.append(f"{DEBOUNCE_TAG} in {field} must be a window of 1 to {MAX_MILLIS} ms")
     return errors
 
 

@@ -26,6 +26,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 from troth.protocol.conventions import cancel_request
 from troth.protocol.kinds import Kind
+from troth.protocol.queues import DEBOUNCED_HEADER
 from troth.protocol.records import (
     PromiseRecord,
     PromiseState,
@@ -178,7 +179,10 @@ class Handle(Generic[T]):
                 # wait for the drive rather than register a listener (a write) first. If
                 # the drive ends unsettled (suspended, released), listen as usual below.
                 await asyncio.wait([driving])
-        return await self._waiter.execution(self.id)
+        record = await self._waiter.execution(self.id)
+        while (later := superseded_by(record)) is not None:
+            record = await self._waiter.execution(later)  # a debounced start: its successor's
+        return record
 
     async def done(self) -> bool:
         await self._creation()
@@ -187,6 +191,12 @@ class Handle(Generic[T]):
 
     def __repr__(self) -> str:
         return f"<Handle {self.id}>"
+
+
+def superseded_by(record: PromiseRecord) -> str | None:
+    """The start that superseded a debounced one (docs/queues.md, "Debounce"), if any."""
+    headers = record.value.headers
+    return headers.get(DEBOUNCED_HEADER) if headers else None
 
 
 class Waiter:

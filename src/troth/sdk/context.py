@@ -31,7 +31,7 @@ from collections.abc import Callable, Generator
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar, Unpack, cast
 
-from troth.protocol.queues import QUEUE_TAG
+from troth.protocol.queues import DEBOUNCE_TAG, QUEUE_TAG
 from troth.protocol.records import TARGET, TIMER, PromiseRecord, PromiseState, Value
 from troth.protocol.requests import PromiseCreateRequest
 from troth.sdk import children
@@ -329,6 +329,10 @@ class Context(Calls):
     ) -> DurableFuture[Any]:
         """A child promise targeted at another worker; ``cap`` bounds its deadline."""
         self._guard()
+        if DEBOUNCE_TAG in opts.tags:
+            # A child is this execution's own step: collapsing it into another would
+            # hand this history another execution's result.
+            raise TypeError("the debounce option is for starts from outside a workflow")
         name, version, hint, registered = self._remote(fn, opts)
         codec = self._execution.runtime.codec
         param = codec.encode(invocation_data(name, version, args, kwargs))

@@ -22,7 +22,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import TypedDict, Unpack
 
-from troth.protocol.queues import PRIORITY_TAG, QUEUE_KEY_TAG, QUEUE_TAG
+from troth.protocol.queues import DEBOUNCE_TAG, PRIORITY_TAG, QUEUE_KEY_TAG, QUEUE_TAG
 from troth.protocol.records import MAX_MILLIS
 from troth.sdk.retry import RetryPolicy
 
@@ -64,8 +64,9 @@ class Options:
       long before the deadline, so that its cleanup can still record steps (see
       ``troth.sdk.cancellation``).
 
-    ``options(queue=..., queue_key=..., priority=...)`` puts an execution in a queue
-    declared with ``app.queue`` (docs/queues.md); they travel as tags of its promise.
+    ``options(queue=..., queue_key=..., priority=..., debounce=...)`` puts an execution in
+    a queue declared with ``app.queue`` (docs/queues.md); they travel as tags of its
+    promise.
     """
 
     timeout: timedelta | None = None
@@ -99,6 +100,7 @@ class StartOptions(TypedDict, total=False):
     queue: str | None
     queue_key: str | None
     priority: int | None
+    debounce: timedelta | float | None
 
 
 class CallOptions(StepOptions, StartOptions, total=False):
@@ -125,9 +127,10 @@ def options(**given: Unpack[CallOptions]) -> Options:
 def queue_tags(given: CallOptions) -> dict[str, str]:
     """The tags that put an execution in a queue, from the options naming it."""
     queue, key, priority = given.get("queue"), given.get("queue_key"), given.get("priority")
+    debounce = as_timedelta(given.get("debounce"))
     if queue is None:
-        if key is not None or priority is not None:
-            raise TypeError("the queue_key and priority options need the queue option")
+        if key is not None or priority is not None or debounce is not None:
+            raise TypeError("the queue_key, priority and debounce options need the queue option")
         return {}
     tags = {QUEUE_TAG: queue}
     if key is not None:
@@ -136,6 +139,10 @@ def queue_tags(given: CallOptions) -> dict[str, str]:
         if isinstance(priority, bool) or not isinstance(priority, int) or priority < 0:
             raise TypeError(f"the priority option is an integer >= 0, not {priority!r}")
         tags[PRIORITY_TAG] = str(priority)
+    if debounce is not None:
+        if _ms(debounce) < 1:
+            raise ValueError(f"the debounce option is a window of 1 ms or more, not {debounce!r}")
+        tags[DEBOUNCE_TAG] = str(_ms(debounce))
     return tags
 
 

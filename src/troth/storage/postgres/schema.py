@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from troth.storage.sql import queues, views
+from troth.storage.sql import debounces, queues, views
 from troth.storage.sql.dialect import POSTGRES
 from troth.storage.sql.schema import deferred_retries, tables
 
@@ -36,6 +36,7 @@ MIGRATIONS: tuple[str, ...] = (
     views.migration(POSTGRES),
     deferred_retries(POSTGRES),
     queues.migration(POSTGRES),
+    debounces.migration(POSTGRES),
 )
 
 # The two-key advisory lock space is apart from the one-key space the object locks use

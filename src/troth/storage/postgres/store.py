@@ -25,6 +25,7 @@ from troth.protocol.records import PromiseRecord, Schedule
 from troth.storage import codec
 from troth.storage.postgres import locks
 from troth.storage.postgres.locks import Namespace
+from troth.storage.sql.debounces import DebounceQueries
 from troth.storage.sql.dialect import POSTGRES
 from troth.storage.sql.queries import Queries
 from troth.storage.sql.queues import QueueQueries
@@ -57,6 +58,7 @@ class PostgresStore(SqlStore[psycopg.Connection]):
 
     queries = Queries(POSTGRES)
     queue_queries = QueueQueries(POSTGRES)
+    debounce_queries = DebounceQueries(POSTGRES)
 
     def __init__(self, conn: psycopg.Connection, retry_timeout: int, *, locking: bool) -> None:
         super().__init__(conn, retry_timeout)

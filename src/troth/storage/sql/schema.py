@@ -25,7 +25,7 @@ one fails alone instead of committing a state the machine cannot reach.
 
 from __future__ import annotations
 
-from troth.storage.sql import queues
+from troth.storage.sql import debounces, queues
 from troth.storage.sql.connection import Connection
 from troth.storage.sql.dialect import Dialect
 
@@ -146,6 +146,7 @@ CREATE INDEX task_timeouts_due ON task_timeouts (deferred, at, kind, id);
 
 # Children before parents, so references hold at every step of a reset.
 TABLES: tuple[str, ...] = (
+    *debounces.TABLES,
     *queues.TABLES,
     "outbox",
     "schedule_timeouts",

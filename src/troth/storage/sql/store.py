@@ -18,6 +18,7 @@ from troth.protocol.messages import Message
 from troth.protocol.records import PromiseRecord, PromiseState, Schedule, TaskState
 from troth.storage import codec
 from troth.storage.sql.connection import Connection, Cursor
+from troth.storage.sql.debounces import DebounceEffects
 from troth.storage.sql.queries import Queries
 from troth.storage.sql.queues import QueueEffects
 
@@ -27,7 +28,7 @@ T = TypeVar("T")
 _NEVER = 2**63 - 1  # a deadline past every deadline (a signed 64-bit column's largest)
 
 
-class SqlStore(QueueEffects[C], ABC, Generic[C]):
+class SqlStore(QueueEffects[C], DebounceEffects[C], ABC, Generic[C]):
     """The ``troth.engine.Store`` effects on an open connection ``C``."""
 
     queries: ClassVar[Queries]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from troth.storage.sql import queues, views
+from troth.storage.sql import debounces, queues, views
 from troth.storage.sql.dialect import SQLITE
 from troth.storage.sql.schema import deferred_retries, tables
 
@@ -34,6 +34,7 @@ MIGRATIONS: tuple[str, ...] = (
     views.migration(SQLITE),
     deferred_retries(SQLITE),
     queues.migration(SQLITE),
+    debounces.migration(SQLITE),
 )
 
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")

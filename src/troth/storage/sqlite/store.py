@@ -11,6 +11,7 @@ from collections.abc import Callable, Generator
 from typing import Any, TypeVar
 
 from troth.engine.store import Timeout, TimeoutKind
+from troth.storage.sql.debounces import DebounceQueries
 from troth.storage.sql.dialect import SQLITE
 from troth.storage.sql.queries import Queries
 from troth.storage.sql.queues import QueueQueries
@@ -24,6 +25,7 @@ class SqliteStore(SqlStore[sqlite3.Connection]):
 
     queries = Queries(SQLITE)
     queue_queries = QueueQueries(SQLITE)
+    debounce_queries = DebounceQueries(SQLITE)
 
     def next_timeout(self, *, deferring: bool = False) -> Timeout | None:
         """The earliest of the deadline indexes' heads (with ``deferring``, none of the
