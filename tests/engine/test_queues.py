@@ -339,3 +339,18 @@ def test_a_delayed_queued_execution_joins_the_line_when_its_delay_is_over(m: Mac
     m.tick(300)
     assert m.ok("queue.get", {"name": "q"}, 300)["queue"]["waiting"] == 1
     assert run_all(m, now=300) == ["now", "later"]
+
+
+def test_the_servers_idle_deferral_never_holds_back_a_queue(machine: Machine) -> None:
+    """The timeouts loop defers a retry whose execute waits undelivered (docs/semantics.md,
+    "Idle retries"); a task waiting in its queue may have such an execute left from before
+    it queued again, and its retry is the rate's wake-up: it must fire."""
+    m = machine
+    declare(m, rate={"limit": 1, "period": 1000})
+    start(m, "e1")  # offered (its execute stays in the outbox, never delivered here)
+    m.ok("task.halt", {"id": "e1"})
+    m.ok("task.continue", {"id": "e1"}, 10)  # queues again: the rate holds it until 1000
+    assert m.ok("queue.get", {"name": "q"}, 10)["queue"]["waiting"] == 1
+    m.run(m.service.fire_due(1000, defer_idle=True))
+    counts = m.ok("queue.get", {"name": "q"}, 1000)["queue"]
+    assert (counts["running"], counts["waiting"]) == (1, 0)

@@ -132,6 +132,9 @@ def defer_idle_retry(store: Store, timeout: Timeout) -> bool:
     task = store.get_task(timeout.id)
     if task is None or task.state != TaskState.PENDING:
         return False
+    promise = store.get_promise(task.id)
+    if promise is not None and not queues.admitted(store, task.id, promise):
+        return False  # the retry of a task waiting in its queue moves the queue: never idle
     execute = _execute(store, task.id, task.version)
     if execute is None or not store.is_waiting(*execute):
         return False
