@@ -91,6 +91,28 @@ async def test_executions_of_a_queue_started_by_rpc_and_from_a_workflow_are_limi
     assert len(runs) == 4 and most_at_once(runs) == 1
 
 
+async def test_a_parent_awaiting_its_child_in_the_same_key_does_not_deadlock(
+    make_app: Callable[..., Troth], uid: str
+) -> None:
+    """A suspended execution gives its slot back (docs/queues.md): with one slot per key,
+    the child of a parent in the same key runs while the parent awaits it."""
+    app = make_app()
+    name = f"{uid}-q"
+    queue = app.queue(name, key_concurrency=1)
+
+    @app.register
+    async def child(ctx: Context, n: int) -> int:
+        return n + 1
+
+    @app.register
+    async def parent(ctx: Context, n: int) -> int:
+        return await ctx.options(queue=name, queue_key="k").rpc(child, n) * 2
+
+    async with app:
+        handle = queue.options(key="k").run(f"{uid}-parent", parent, 4)
+        assert await asyncio.wait_for(handle.result(), 30) == 10
+
+
 async def test_the_queue_is_declared_on_the_server_with_its_limits(
     make_app: Callable[..., Troth], uid: str
 ) -> None:
