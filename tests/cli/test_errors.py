@@ -90,3 +90,19 @@ def test_the_documented_exit_codes_are_the_commands_own():
     page = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
     documented = [int(code) for code in re.findall(r"^\| (\d+) \| ", page, re.MULTILINE)]
     assert documented == [int(code) for code in Exit]
+
+
+@pytest.mark.slow  # starts a server
+def test_a_url_without_a_scheme_means_http(troth, tmp_path):
+    with serve("sqlite", tmp_path) as server:
+        bare = server.url.removeprefix("http://")
+        ran = troth("promises", "get", "nope", "--url", bare)
+    assert ran.code == Exit.NOT_FOUND, ran.err  # reached: the server answered 404
+    assert "Traceback" not in ran.err and "cannot reach" not in ran.err
+
+
+@pytest.mark.parametrize("command", [("promises", "get", "x"), ("worker", "examples.hello:app")])
+def test_a_url_of_another_scheme_is_a_usage_error_in_one_line(troth, command):
+    ran = troth(*command, "--url", "ftp://127.0.0.1:1")
+    assert ran.code == 2
+    assert "ftp://127.0.0.1:1" in one_line(ran) and "http://" in ran.err

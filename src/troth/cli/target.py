@@ -89,6 +89,7 @@ async def _connected(body: Body, args: argparse.Namespace) -> int:
 
 def _app(args: argparse.Namespace) -> Troth:
     from troth.sdk.app import Troth
+    from troth.sdk.http import server_urls
 
     url = args.url or os.environ.get("TROTH_URL") or None
     db = args.db or (None if args.url else os.environ.get("TROTH_DB")) or None
@@ -98,6 +99,11 @@ def _app(args: argparse.Namespace) -> Troth:
         )
     if url is not None and db is not None:
         raise CliError("give either --url or --db, not both", Exit.USAGE)
+    if url is not None:
+        try:
+            url = ",".join(server_urls(url))
+        except ValueError as e:
+            raise CliError(str(e), Exit.USAGE) from None
     if db is not None and not os.path.isfile(db):
         raise CliError(f"no database file {db!r}", Exit.UNREACHABLE)
     token = args.token or os.environ.get("TROTH_TOKEN") or None

@@ -334,9 +334,20 @@ class _Outage:
 
 
 def server_urls(url: str | Sequence[str]) -> list[str]:
-    """The server URLs to use, in order: a list, or one string with commas between them."""
+    """The server URLs to use, in order: a list, or one string with commas between them.
+    ``host:port`` means ``http://host:port`` (as ``curl`` and Temporal's ``--address``
+    read it); a scheme other than http(s) is a ``ValueError`` naming the URL."""
     urls = url.split(",") if isinstance(url, str) else list(url)
-    urls = [u.strip().rstrip("/") for u in urls if u.strip()]
+    urls = [_with_scheme(u.strip().rstrip("/")) for u in urls if u.strip()]
     if not urls:
         raise ValueError("no server URL given")
     return urls
+
+
+def _with_scheme(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return f"http://{url}"
+    if scheme.lower() not in ("http", "https") or not rest:
+        raise ValueError(f"server URL {url!r}: troth serves http:// or https://")
+    return url

@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from troth.sdk.app import Troth
 from troth.sdk.errors import ServerError
+from troth.sdk.http import server_urls
 
 
 def load_app(spec: str) -> Troth:
@@ -64,6 +65,11 @@ def worker_main(spec: str, url: str | None = None, group: str | None = None) -> 
         sys.path.insert(0, os.getcwd())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if url is not None:
+        try:
+            url = ",".join(server_urls(url))
+        except ValueError as e:
+            print(f"troth worker: {e}", file=sys.stderr)
+            return 2
         os.environ["TROTH_URL"] = url
     if group is not None:
         os.environ["TROTH_GROUP"] = group
