@@ -17,6 +17,7 @@ import os
 
 from troth.protocol.conventions import CODEC_HEADER
 from troth.protocol.records import Value
+from troth.sdk.extras import require
 
 ALGORITHM_HEADER = "troth:encryption"
 KEY_ID_HEADER = "troth:key-id"
@@ -25,7 +26,8 @@ ALGORITHM = "aes-256-gcm"
 
 class AesGcmEncryptor:
     def __init__(self, keys: dict[str, bytes], active: str) -> None:
-        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        aead = require("cryptography.hazmat.primitives.ciphers.aead", "encryption", "encryption")
+        AESGCM = aead.AESGCM
 
         if active not in keys:
             raise ValueError(f"the active key id {active!r} is not among the keys")

@@ -30,6 +30,8 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from troth.sdk.extras import require
+
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
@@ -74,7 +76,8 @@ class PrometheusMetrics(Metrics):
     """The hooks, counting into ``registry``."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        from prometheus_client import Counter, Histogram
+        prometheus = require("prometheus_client", "metrics", "Troth(metrics=...)")
+        Counter, Histogram = prometheus.Counter, prometheus.Histogram
 
         started = Counter(
             "troth_sdk_runs_started_total",
