@@ -49,7 +49,15 @@ def test_settling_a_settled_promise_changes_nothing_and_says_so(troth, place):
     troth("promises", "resolve", "twice", "--value", "1", *place.flags)
     again = troth("promises", "reject", "twice", "--value", "2", *place.flags)
     assert again.code == 6
-    assert again.err.strip() == "troth: promise 'twice' was already resolved"
+    assert again.err.strip() == (
+        "troth: promise 'twice' was already resolved with 1; not rejected with 2"
+    )
+    # The same state with another value is a conflict too, naming both values.
+    other = troth("promises", "resolve", "twice", "--value", '"b"', *place.flags)
+    assert other.code == 6 and 'with 1; not resolved with "b"' in other.err
+    # The same outcome again is idempotent.
+    same = troth("promises", "resolve", "twice", "--value", "1", *place.flags)
+    assert same.code == 0, same.err
     got = troth("promises", "get", "twice", "--json", *place.flags).json
     assert (got["state"], got["value"]["data"]) == ("resolved", 1)
 

@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 
 from troth.protocol.records import PromiseState
-from troth.sdk import CanceledError, Context, FunctionNotFoundError
+from troth.sdk import AlreadySettledError, CanceledError, Context, FunctionNotFoundError
+from troth.sdk.encryption import AesGcmEncryptor
 from troth.testing import VirtualTroth
 
 pytestmark = pytest.mark.anyio
@@ -33,6 +34,22 @@ async def test_promises_can_be_created_read_and_settled_from_outside():
         await app.promises.cancel("p3")
         with pytest.raises(CanceledError):
             await app.get("p3").result()
+
+
+async def test_settling_a_settled_promise_another_way_raises_and_the_same_way_does_not():
+    # Encrypted values are written anew each time: equal values, unequal encodings.
+    app = VirtualTroth(encryptor=AesGcmEncryptor({"k": b"k" * 32}, "k"))
+    async with app:
+        await app.promises.create("p", timeout=60)
+        await app.promises.resolve("p", {"answer": 42})
+        again = await app.promises.resolve("p", {"answer": 42})  # idempotent
+        assert again.value() == {"answer": 42}
+        with pytest.raises(AlreadySettledError, match="already resolved with another value"):
+            await app.promises.resolve("p", {"answer": 43})
+        with pytest.raises(AlreadySettledError, match="already resolved; not rejected") as e:
+            await app.promises.reject("p", ValueError("no"))
+        assert (e.value.id, e.value.state, e.value.requested) == ("p", "resolved", "rejected")
+        assert (await app.promises.get("p")).value() == {"answer": 42}
 
 
 async def test_a_schedule_starts_an_execution_at_every_fire():

@@ -14,9 +14,10 @@ from rich.console import RenderableType
 
 from troth.cli import inputs, output
 from troth.cli.errors import CliError, Exit
+from troth.cli.output import value_text
 from troth.cli.target import Commands, Target, connected, options, paged, subject
 from troth.protocol.kinds import Kind
-from troth.protocol.records import PromiseRecord, PromiseState, SettleState
+from troth.protocol.records import PromiseRecord, PromiseState, SettleState, Value
 from troth.protocol.requests import (
     PromiseCreateRequest,
     PromiseGetRequest,
@@ -24,6 +25,7 @@ from troth.protocol.requests import (
     PromiseSettleRequest,
 )
 from troth.sdk.options import NO_DEADLINE
+from troth.views.values import shown
 
 _SETTLE = {
     "resolve": SettleState.RESOLVED,
@@ -97,9 +99,25 @@ async def _settle(target: Target, args: argparse.Namespace) -> int:
     request = PromiseSettleRequest(args.id, args.state, value)
     body = await target.call(Kind.PROMISE_SETTLE, request, f"promise {args.id!r}")
     show(args, body.promise)
-    if body.promise.state != args.state:
-        raise CliError(f"promise {args.id!r} was already {body.promise.state}", Exit.CONFLICT)
+    settled = body.promise
+    if settled.state != args.state or not _same(settled.value, value):
+        # A settled promise keeps its first outcome: the same one again is idempotent, any
+        # other is a conflict, named in full so the operator sees what won.
+        raise CliError(
+            f"promise {args.id!r} was already {settled.state} with {value_text(settled.value)};"
+            f" not {args.state} with {value_text(value)}",
+            Exit.CONFLICT,
+        )
     return Exit.OK
+
+
+def _same(a: Value, b: Value) -> bool:
+    """Whether two values hold the same thing: equal JSON when both hold JSON (however their
+    headers spell the codec), else equal as stored."""
+    seen_a, seen_b = shown(a), shown(b)
+    if seen_a.decoded and seen_b.decoded:
+        return bool(seen_a.data == seen_b.data)
+    return a == b or (seen_a.empty and seen_b.empty)
 
 
 def promise_json(promise: PromiseRecord) -> dict[str, object]:

@@ -10,6 +10,7 @@ from troth.sdk.clock import VirtualClock, WallClock
 from troth.sdk.codec import Codec, JsonSerializer
 from troth.sdk.context import Context, DurableFuture
 from troth.sdk.errors import (
+    AlreadySettledError,
     CanceledError,
     FunctionNotFoundError,
     HaltedError,
@@ -29,6 +30,7 @@ from troth.sdk.saga import Saga
 from troth.sdk.worker_process import worker_main
 
 __all__ = [
+    "AlreadySettledError",
     "CanceledError",
     "Codec",
     "Constant",

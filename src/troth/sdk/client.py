@@ -47,7 +47,7 @@ from troth.protocol.requests import (
 )
 from troth.sdk.cancellation import reason_value
 from troth.sdk.codec import Codec, error_to_json, result_of
-from troth.sdk.errors import HaltedError, ServerError
+from troth.sdk.errors import AlreadySettledError, HaltedError, ServerError
 from troth.sdk.execution import Runtime
 from troth.sdk.halts import halt_record, halt_records, halted_at
 from troth.sdk.invocations import Starter, execution_deadline, invocation
@@ -397,13 +397,30 @@ class Promises:
         return await self._settle(id, SettleState.REJECTED_CANCELED, reason)
 
     async def _settle(self, id: str, state: SettleState, value: Any) -> DurablePromise:
-        encoded = self._session.codec.encode(value)
-        return await self._promise(Kind.PROMISE_SETTLE, PromiseSettleRequest(id, state, encoded))
+        """Settle ``id``, or raise ``AlreadySettledError`` if it was settled otherwise."""
+        codec = self._session.codec
+        encoded = codec.encode(value)
+        promise = await self._promise(Kind.PROMISE_SETTLE, PromiseSettleRequest(id, state, encoded))
+        record = promise.record
+        if record.state != PromiseState(state) or not (
+            record.value == encoded or _holds(codec, record, value)
+        ):
+            raise AlreadySettledError(id, record.state, state)
+        return promise
 
     async def _promise(self, kind: Kind, request: Any) -> DurablePromise:
         record = await send_promise(self._network, kind, request)
         self._waiter.notify(record)
         return DurablePromise(record, self._session.codec)
+
+
+def _holds(codec: Codec, record: PromiseRecord, value: Any) -> bool:
+    """Whether the settled ``record`` holds ``value`` (an encrypted value is written anew
+    each time, so the encodings may differ where the values do not)."""
+    try:
+        return bool(codec.decode(record.value) == value)
+    except Exception:
+        return False
 
 
 class Executions:

@@ -113,6 +113,21 @@ class FunctionNotFoundError(TrothError):
         self.version = version
 
 
+class AlreadySettledError(TrothError):
+    """A promise settled from outside was already settled otherwise: a settled promise keeps
+    its first outcome (settling it the same way again is idempotent and raises nothing)."""
+
+    def __init__(self, id: str, state: str, requested: str) -> None:
+        super().__init__(
+            f"promise {id!r} was already {state}"
+            + (" with another value" if state == requested else "")
+            + f"; not {requested} as asked"
+        )
+        self.id = id
+        self.state = state
+        self.requested = requested
+
+
 class ServerError(TrothError):
     """The server answered a request with an unexpected status."""
 
