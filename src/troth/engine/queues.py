@@ -43,6 +43,7 @@ from troth.protocol.queues import (
     PRIORITY_TAG,
     QUEUE_KEY_TAG,
     QUEUE_TAG,
+    QueueEntryRecord,
     QueueGetRequest,
     QueueKeyStats,
     QueueRecord,
@@ -222,7 +223,18 @@ def queue_set(store: Store, req: QueueSetRequest, now: int) -> Reply:
 def queue_get(store: Store, req: QueueGetRequest, now: int) -> Reply:
     if store.get_queue(req.name) is None:
         return Reply(404)
-    return Reply(200, QueueResponse(_record(store, req.name, now, keys=True)))
+    record = _record(store, req.name, now, keys=True)
+    return Reply(200, QueueResponse(record, _entry(store, req.name, req.task)))
+
+
+def _entry(store: Store, name: str, task: str | None) -> QueueEntryRecord | None:
+    """Where ``task`` stands in queue ``name``: none when it is not in its line (not queued
+    yet, gone, or in another queue)."""
+    entry = store.get_queue_entry(task) if task is not None else None
+    if entry is None or entry.queue != name:
+        return None
+    position = None if entry.admitted else store.queue_position(entry.task)
+    return QueueEntryRecord(entry.key, entry.priority, entry.admitted, position)
 
 
 def queue_search(store: Store, req: QueueSearchRequest, now: int) -> Reply:

@@ -239,6 +239,11 @@ class Store(Protocol):
         """Up to ``limit`` keys of the queue, most entries (running + waiting) first."""
         ...
 
+    def queue_position(self, task: str) -> int:
+        """The 1-based place of waiting task ``task`` in its key's line, by (priority,
+        seq): the waiting entries of its queue and key served before it, plus one."""
+        ...
+
     def search_queues(self, after: str | None, limit: int) -> list[Queue]:
         """Up to ``limit`` queues with name > ``after``, by name."""
         ...

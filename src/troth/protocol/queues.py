@@ -92,7 +92,10 @@ class QueueSetRequest(Data):
 
 
 class QueueGetRequest(Data):
+    """A queue; with ``task`` (a task's id), also where that task stands in it."""
+
     name: NonEmpty
+    task: NonEmpty | None = None
 
 
 class QueueSearchRequest(Data):
@@ -100,8 +103,22 @@ class QueueSearchRequest(Data):
     cursor: str | None = None
 
 
+class QueueEntryRecord(Record):
+    """Where a task stands in its queue (a ``queue.get`` with ``task``): its key and
+    priority, whether it holds a slot, and while it waits its ``position``, 1-based, in its
+    key's line (by priority, then arrival; absent once admitted)."""
+
+    key: str
+    priority: int
+    admitted: bool
+    position: int | None = None
+
+
 class QueueResponse(Record):
+    """``entry`` answers a ``queue.get`` with ``task``, when that task is in the queue."""
+
     queue: QueueRecord
+    entry: QueueEntryRecord | None = None
 
 
 class QueueSearchResponse(Record):
@@ -123,7 +140,9 @@ def queue_set(req: QueueSetRequest) -> list[str]:
 
 
 def queue_get(req: QueueGetRequest) -> list[str]:
-    return name_errors("name", req.name)
+    return name_errors("name", req.name) + (
+        name_errors("task", req.task) if req.task is not None else []
+    )
 
 
 def tag_errors(field: str, tags: dict[str, str]) -> list[str]:

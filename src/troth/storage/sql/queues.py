@@ -130,6 +130,12 @@ class QueueQueries:
             " ORDER BY at DESC LIMIT ?"
         )
         self.forget_starts = sql("DELETE FROM queue_starts WHERE queue = ? AND at <= ?")
+        self.position = sql(
+            """SELECT COUNT(*) FROM queue_entries AS me JOIN queue_entries AS e
+            ON e.queue = me.queue AND e.key = me.key AND e.admitted = 0
+                AND (e.priority < me.priority OR (e.priority = me.priority AND e.seq <= me.seq))
+            WHERE me.task = ?"""
+        )
 
 
 def _queue(row: Any) -> Queue:
@@ -215,3 +221,7 @@ class QueueEffects(Generic[C]):
 
     def forget_queue_starts(self, queue: str, before: int) -> None:
         self.conn.execute(self.queue_queries.forget_starts, (queue, before))
+
+    def queue_position(self, task: str) -> int:
+        row = self.conn.execute(self.queue_queries.position, (task,)).fetchone()
+        return int(row[0]) if row is not None else 0
