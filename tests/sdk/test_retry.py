@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from troth.sdk.retry import Constant, Exponential, Linear, Never, next_retry
@@ -31,3 +33,17 @@ def test_a_retry_that_would_start_after_the_deadline_is_not_made():
 @pytest.mark.parametrize("error", [TypeError("t"), KeyError("k")])
 def test_non_retryable_types_fail_at_once(error):
     assert next_retry(Exponential(), 1, error, (TypeError, LookupError), 0, 10**9) is None
+
+
+def test_waits_may_be_timedeltas_and_mean_the_same_as_seconds() -> None:
+    assert Exponential(base=timedelta(seconds=2), max_delay=timedelta(minutes=1)).delay(3) == 8
+    assert Exponential(base=2, max_delay=60).delay(3) == 8
+    assert Linear(step=timedelta(milliseconds=500)).delay(3) == 1.5
+    assert Constant(interval=timedelta(minutes=2)).delay(1) == 120
+
+
+def test_a_negative_or_mistyped_wait_is_refused_naming_the_field() -> None:
+    with pytest.raises(ValueError, match="base"):
+        Exponential(base=timedelta(seconds=-1))
+    with pytest.raises(TypeError, match="interval"):
+        Constant(interval="5s")  # type: ignore[arg-type]

@@ -13,9 +13,28 @@ Defaults follow the reference SDKs: a plain function retries with ``Exponential(
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
+
+Duration = float | timedelta
+"""A wait: seconds, or a ``timedelta``."""
+
+
+def _s(duration: Duration) -> float:
+    return duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
+
+
+def _checked(policy: object, *fields: str) -> None:
+    for name in fields:
+        value = getattr(policy, name)
+        if isinstance(value, bool) or not isinstance(value, int | float | timedelta):
+            raise TypeError(f"{name} is seconds or a timedelta, not {value!r}")
+        if _s(value) < 0:
+            raise ValueError(f"{name} must not be negative, not {value!r}")
 
 
 class RetryPolicy:
+    """Waits are seconds or ``timedelta``s: ``Exponential(base=timedelta(seconds=2))``."""
+
     max_attempts: int | None = None
 
     def delay(self, attempt: int) -> float | None:
@@ -32,34 +51,43 @@ class RetryPolicy:
 class Exponential(RetryPolicy):
     """``min(base * factor ** (attempt - 1), max_delay)``; no jitter, as in the references."""
 
-    base: float = 1.0
+    base: Duration = 1.0
     factor: float = 2.0
-    max_delay: float = 30.0
+    max_delay: Duration = 30.0
     max_attempts: int | None = None
 
+    def __post_init__(self) -> None:
+        _checked(self, "base", "max_delay")
+
     def _delay(self, attempt: int) -> float:
-        return min(self.base * self.factor ** (attempt - 1), self.max_delay)
+        return min(_s(self.base) * self.factor ** (attempt - 1), _s(self.max_delay))
 
 
 @dataclass(frozen=True)
 class Linear(RetryPolicy):
     """``step * attempt``, capped at ``max_delay``."""
 
-    step: float = 1.0
-    max_delay: float = 30.0
+    step: Duration = 1.0
+    max_delay: Duration = 30.0
     max_attempts: int | None = None
 
+    def __post_init__(self) -> None:
+        _checked(self, "step", "max_delay")
+
     def _delay(self, attempt: int) -> float:
-        return min(self.step * attempt, self.max_delay)
+        return min(_s(self.step) * attempt, _s(self.max_delay))
 
 
 @dataclass(frozen=True)
 class Constant(RetryPolicy):
-    interval: float = 1.0
+    interval: Duration = 1.0
     max_attempts: int | None = None
 
+    def __post_init__(self) -> None:
+        _checked(self, "interval")
+
     def _delay(self, attempt: int) -> float:
-        return self.interval
+        return _s(self.interval)
 
 
 @dataclass(frozen=True)
