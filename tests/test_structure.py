@@ -94,10 +94,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     "troth.views": {"troth.protocol"},
     "troth.storage": {"troth.protocol", "troth.engine", "troth.views"},
     "troth.server": {"troth.protocol", "troth.engine", "troth.views", "troth.storage"},
-    "troth.sdk": {"troth.protocol"},
+    "troth.sdk": {"troth.protocol", "troth.views"},
     # Embedded mode: the engine in-process on a SQLite file.
-    "troth.sdk.app": {"troth.protocol", "troth.engine", "troth.storage"},
-    "troth.sdk.local": {"troth.protocol", "troth.engine", "troth.storage"},
+    "troth.sdk.app": {"troth.protocol", "troth.views", "troth.engine", "troth.storage"},
+    "troth.sdk.local": {"troth.protocol", "troth.views", "troth.engine", "troth.storage"},
     "troth.oracle": {"troth.protocol"},
     "troth.cli": set(PACKAGES),
     "troth.__main__": {"troth.cli"},

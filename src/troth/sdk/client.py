@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar, cast
 
@@ -53,6 +53,8 @@ from troth.sdk.halts import halt_record, halt_records, halted_at
 from troth.sdk.invocations import Starter, execution_deadline, invocation
 from troth.sdk.network import Network, read_promise, send_promise, task_of, unicast
 from troth.sdk.options import NO_DEADLINE, DeadlineSource, Options, deadline, deadline_tags
+from troth.sdk.registry import function_name
+from troth.views.executions import DEFAULT_LIMIT, Cursor, ExecutionQuery, Page
 
 T = TypeVar("T")
 
@@ -423,11 +425,56 @@ def _holds(codec: Codec, record: PromiseRecord, value: Any) -> bool:
         return False
 
 
+def _ms(instant: datetime | None) -> str | None:
+    if instant is None:
+        return None
+    if instant.tzinfo is None:
+        raise ValueError(f"give an aware datetime (with its time zone), not {instant!r}")
+    return str(round(instant.timestamp() * 1000))
+
+
 class Executions:
     """Executions by id, for operators: where one stands, and resuming a halted one."""
 
     def __init__(self, session: Session) -> None:
         self._session = session
+
+    async def list(
+        self,
+        *,
+        state: str | None = None,
+        function: str | Callable[..., Any] | None = None,
+        tag: tuple[str, str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = DEFAULT_LIMIT,
+        cursor: Cursor | None = None,
+    ) -> Page:
+        """A page of executions, newest first, as ``troth executions list`` and the console
+        list them: every filter given must hold (``state``: a promise state or ``halted``;
+        ``function``: a registered function or its name; ``tag``: ``(key, value)``;
+        ``since``/``until``: the creation instant, ``since`` included). ``page.next`` is the
+        cursor of the next page (None on the last)::
+
+            page = await app.executions.list(state="rejected", limit=20)
+            while page.next is not None:
+                page = await app.executions.list(state="rejected", cursor=page.next)
+        """
+        if function is not None and not isinstance(function, str):
+            entry = self._session.registry.of(function)
+            function = entry.name if entry is not None else function_name(function)
+        params = {
+            "state": state,
+            "function": function,
+            "tag": f"{tag[0]}:{tag[1]}" if tag is not None else None,
+            "since": _ms(since),
+            "until": _ms(until),
+            "limit": str(limit),
+            "cursor": str(cursor) if cursor is not None else None,
+        }
+        # A bad filter is a ValueError naming it (``QueryError``), before anything is sent.
+        query = ExecutionQuery.parse({k: v for k, v in params.items() if v is not None})
+        return await self._session.runtime.network.executions(query)
 
     async def status(self, id: str) -> ExecutionStatus:
         """Where execution ``id`` stands now: its promise's state once settled, else its

@@ -46,9 +46,10 @@ from troth.protocol.requests import Data
 from troth.protocol.responses import Reply
 from troth.sdk.clock import Clock, WallClock
 from troth.sdk.closing import close, finish
-from troth.sdk.errors import NetworkError
+from troth.sdk.errors import NetworkError, ServerError
 from troth.sdk.http11 import Http11Client, Response
 from troth.sdk.network import Network, OnConnect, OnMessage, corr_id
+from troth.views.executions import Cursor, Execution, ExecutionQuery, Page
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,23 @@ class HttpNetwork(Network):
         self._timeout_ms = timeout_ms
         self._listener: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
+
+    async def executions(self, query: ExecutionQuery) -> Page:
+        """The server's ``GET /api/executions`` (the console's and the CLI's list)."""
+        url = f"{self.url}/api/executions"
+        try:
+            response = await self._client.get(url, params=query.params())
+        except httpx.HTTPError as e:
+            raise NetworkError(f"executions list: {type(e).__name__}: {e}") from e
+        if response.status_code != 200:
+            try:
+                message = str(response.json()["error"])
+            except (ValueError, KeyError, TypeError):
+                message = response.text.strip()
+            raise ServerError("executions list", response.status_code, message)
+        body = response.json()
+        rows = [Execution.from_json(row) for row in body["executions"]]
+        return Page(rows, Cursor.parse(body["next"]) if body.get("next") else None)
 
     def twin(self) -> HttpNetwork:
         """A network to the same servers, as the same process, with connections of its own:

@@ -45,6 +45,7 @@ from troth.sdk.network import Network, OnConnect, OnMessage, corr_id
 from troth.storage.service import Delivery
 from troth.storage.sqlite import SqliteService
 from troth.storage.timeouts_loop import TimeoutsLoop
+from troth.views.executions import ExecutionQuery, Page
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +148,9 @@ class LocalNetwork(Network):
             # Virtual time (``troth.testing``) is one process's by construction.
             self._loops.append(asyncio.create_task(self._watch(), name="troth-embedded-watch"))
         await on_connect()
+
+    async def executions(self, query: ExecutionQuery) -> Page:
+        return await self.service.executions(query)
 
     async def stop(self) -> None:
         for loop in self._loops:

@@ -40,6 +40,7 @@ from troth.protocol.requests import (
 from troth.protocol.responses import Reply, TaskFencesResult
 from troth.sdk.clock import Clock
 from troth.sdk.errors import ServerError
+from troth.views.executions import ExecutionQuery, Page
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,11 @@ class Network(Protocol):
         ...
 
     async def stop(self) -> None: ...
+
+    async def executions(self, query: ExecutionQuery) -> Page:
+        """A page of the executions list (``app.executions.list``): the server's
+        ``GET /api/executions``, or the embedded database's own query."""
+        raise NotImplementedError
 
     def twin(self) -> Network | None:
         """A network to the same place, as the same process, for another thread's event
