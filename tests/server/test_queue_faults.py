@@ -23,17 +23,16 @@ import pytest
 
 from tests.support import processes
 from tests.support.queueing import (
-    GROUP,
     Spec,
     held,
     most_at_once,
     queue_counts,
+    run_queued,
     runs,
     worker_env,
     write_worker,
 )
 from tests.support.servers import TrothServer
-from troth import Troth
 
 # Slow: a server and three worker processes per test, a few seconds each.
 pytestmark = pytest.mark.slow
@@ -76,21 +75,6 @@ def logs(folder: Path) -> str:
         f"--- {path.name}\n{path.read_text(errors='replace')[-2000:]}"
         for path in sorted(folder.glob("*.log"))
     )
-
-
-async def run_queued(
-    urls: list[str], spec: Spec, jobs: list[tuple[str, str, float]], deadline: float = 60
-) -> dict[str, str]:
-    """Start ``(id, key, seconds)`` jobs in the queue for the workers; their results."""
-    client = Troth(url=urls, group="clients")
-    queue = spec.declare(client)  # declared when the client starts, before any is put in it
-    async with client:
-        handles = {
-            id: queue.options(key=key, target=GROUP).rpc(id, "work", key, seconds)
-            for id, key, seconds in jobs
-        }
-        async with asyncio.timeout(deadline):
-            return {id: await handle.result() for id, handle in handles.items()}
 
 
 def wait_for_file(path: Path, within: float = 30) -> str:

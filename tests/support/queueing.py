@@ -15,7 +15,9 @@ killed) and runs as the others on the next.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -163,3 +165,32 @@ def queue_counts(status_and_body: tuple[int, Any]) -> tuple[int, int]:
     status, body = status_and_body
     assert status == 200, body
     return body["queue"]["running"], body["queue"]["waiting"]
+
+
+async def run_queued(
+    urls: list[str], spec: Spec, jobs: list[tuple[str, str, float]], deadline: float = 60
+) -> dict[str, str]:
+    """Start ``(id, key, seconds)`` jobs in the queue for the workers; their results."""
+    client = Troth(url=urls, group="clients")
+    queue = spec.declare(client)  # declared when the client starts, before any is put in it
+    async with client:
+        handles = {
+            id: queue.options(key=key, target=GROUP).rpc(id, "work", key, seconds)
+            for id, key, seconds in jobs
+        }
+        async with asyncio.timeout(deadline):
+            return {id: await handle.result() for id, handle in handles.items()}
+
+
+def wait_serving(logs: Iterable[Path], within: float = 30) -> None:
+    """Wait until every worker whose log is in ``logs`` has its poll stream open.
+
+    A rate counts admissions, and an execution is admitted when its execute is sent, not
+    when a worker runs it (docs/queues.md): executes sent before any worker listens wait in
+    the outbox and then run together, so a test that reads the rate from the runs starts
+    its executions once the workers listen."""
+    deadline = time.monotonic() + within
+    for log in logs:
+        while "/poll/" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline, f"{log.name}: the worker never listened"
+            time.sleep(0.02)
