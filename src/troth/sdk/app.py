@@ -35,7 +35,7 @@ from troth.sdk.cancellation import grace_tags
 from troth.sdk.client import Executions, Handle, Promises, Schedules, Waiter
 from troth.sdk.clock import Clock, WallClock
 from troth.sdk.codec import DEFAULT_MAX_VALUE_BYTES, Codec, Encryptor, parameter_hints
-from troth.sdk.errors import FunctionNotFoundError, ServerError
+from troth.sdk.errors import DEFAULT_HALT_ON, FunctionNotFoundError, ServerError
 from troth.sdk.execution import Runtime, SettledCache
 from troth.sdk.invocations import execution_deadline, invocation, root, same_work
 from troth.sdk.leases import Leases
@@ -124,6 +124,7 @@ class Troth(Starts):
         tracer: Tracer | None = None,
         metrics: CollectorRegistry | None = None,
         max_lease_losses: int | None = 3,
+        halt_on: Sequence[type[BaseException]] = DEFAULT_HALT_ON,
     ) -> None:
         # Unset arguments come from the environment, as every example and ``troth worker``
         # set them: TROTH_URL (a server; else embedded), TROTH_GROUP, TROTH_DB, TROTH_TOKEN.
@@ -148,6 +149,11 @@ class Troth(Starts):
                 f"max_lease_losses must be a positive int or None, not {max_lease_losses!r}"
             )
         self.max_lease_losses = max_lease_losses
+        # A durable function's own code raising one of these halts its task instead of
+        # rejecting it, to be resumed once the code is fixed (docs/sdk.md, "Halted").
+        self.halt_on = tuple(halt_on)
+        if not all(isinstance(t, type) and issubclass(t, BaseException) for t in self.halt_on):
+            raise TypeError(f"halt_on is a sequence of exception types, not {halt_on!r}")
         self.token = token if token is not None else env.get("TROTH_TOKEN")
         self.retry_timeout_ms = round(retry_timeout.total_seconds() * 1000)
         # Remote mode: how long a request that got no answer (or a 502/503/504) is retried
@@ -273,6 +279,7 @@ class Troth(Starts):
                 tracing=self._tracing,
                 metrics=self.metrics,
                 max_lease_losses=self.max_lease_losses,
+                halt_on=self.halt_on,
                 stalls=Stalls(self.ttl_ms, lambda at, s: self.metrics.stalled(at.function, s)),
             )
         return self._runtime

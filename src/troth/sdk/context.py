@@ -37,7 +37,7 @@ from troth.protocol.requests import PromiseCreateRequest
 from troth.sdk import children
 from troth.sdk.cancellation import grace_tags
 from troth.sdk.codec import parameter_hints, result_of
-from troth.sdk.errors import FunctionNotFoundError, Suspended
+from troth.sdk.errors import FunctionNotFoundError, Suspended, mark_recorded
 from troth.sdk.execution import Execution
 from troth.sdk.frames import Frame
 from troth.sdk.network import anycast, target_address
@@ -88,7 +88,11 @@ class DurableFuture(Generic[T]):
                 self._execution.block_on(id)
             raise Suspended()
         # The value was encoded from the function's T and is decoded back by its hint.
-        return cast(T, result_of(record, self._execution.runtime.codec, self._hint))
+        try:
+            return cast(T, result_of(record, self._execution.runtime.codec, self._hint))
+        except Exception as error:
+            mark_recorded(error)  # a call's outcome, not a bug of this function's code
+            raise
 
     def __repr__(self) -> str:
         return f"<DurableFuture {self.id}>"

@@ -9,6 +9,8 @@ not the user's code, decides what happens to the task.
 
 from __future__ import annotations
 
+import contextlib
+import traceback
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -191,6 +193,49 @@ class Stopping(Aborted):
 class MustHalt(ExecutionSignal):
     """The execution cannot go on until an operator acts: its task is halted, with this
     signal's message recorded as the reason (``HaltedError.reason``)."""
+
+
+class CodeError(MustHalt):
+    """A durable function's own code raised a programming error (a ``TypeError``, a
+    ``NameError``, ...: ``Troth(halt_on=...)``). Rejecting the execution would use its id
+    up for a bug that a fix can mend, so the task halts with the traceback as the reason;
+    once the code is fixed, resuming replays the recorded steps and runs on."""
+
+    def __init__(self, execution_id: str, error: BaseException) -> None:
+        trace = "".join(traceback.format_exception(error)).strip()
+        if len(trace) > MAX_TRACE_CHARS:
+            trace = "... " + trace[-MAX_TRACE_CHARS:]
+        super().__init__(
+            f"execution {execution_id!r} raised {type(error).__name__} in its own code; the "
+            f"task is halted: fix the code, then resume the execution\n{trace}"
+        )
+        self.error = error
+
+
+MAX_TRACE_CHARS = 4000  # the end of a long traceback, where the error is
+
+_RECORDED = "__troth_recorded__"
+
+
+def mark_recorded(error: BaseException) -> None:
+    """Mark ``error`` as a durable call's recorded failure, raised again in the workflow:
+    it is the outcome of a step, not a bug of the workflow's own code (``CodeError``)."""
+    # An exception type with __slots__ and no room for it stays unmarked.
+    with contextlib.suppress(AttributeError):
+        setattr(error, _RECORDED, True)
+
+
+def recorded(error: BaseException) -> bool:
+    return bool(getattr(error, _RECORDED, False))
+
+DEFAULT_HALT_ON: tuple[type[BaseException], ...] = (
+    TypeError,
+    NameError,
+    AttributeError,
+    ImportError,
+    SyntaxError,
+)
+"""The programming errors that halt an execution when its own code raises them."""
 
 
 class LeaseLossesExceeded(MustHalt):

@@ -44,8 +44,10 @@ from troth.sdk.cancellation import WATCH_DELAY, Cancellation, received
 from troth.sdk.clock import Clock
 from troth.sdk.codec import Codec
 from troth.sdk.errors import (
+    DEFAULT_HALT_ON,
     Aborted,
     CanceledError,
+    CodeError,
     ExecutionSignal,
     LeaseLost,
     NetworkError,
@@ -54,6 +56,7 @@ from troth.sdk.errors import (
     Stopping,
     Suspended,
     UnstorableValueError,
+    recorded,
 )
 from troth.sdk.known import Known
 from troth.sdk.leases import HeldTask, Leases
@@ -108,6 +111,8 @@ class Runtime:
     # ``Troth(max_lease_losses=...)``: a step's interrupted attempts in a row that halt its
     # task (``troth.sdk.attempts``); None: no bound.
     max_lease_losses: int | None = 3
+    # ``Troth(halt_on=...)``: errors that halt an execution when its own code raises them.
+    halt_on: tuple[type[BaseException], ...] = DEFAULT_HALT_ON
     # Code that blocks the event loop, timed and reported (``troth.sdk.stalls``).
     stalls: Stalls = field(default_factory=lambda: Stalls(30_000))
     # ``Troth(default_timeout=...)``: the deadline of executions started without one.
@@ -456,7 +461,7 @@ class Execution:
             except BaseExceptionGroup as group:
                 outcome = _classify_group(group)
             except Exception as error:
-                outcome = Failed(error)
+                outcome = self._failed(error)
             await self.drain()
         finally:
             watch.cancel()
@@ -480,6 +485,14 @@ class Execution:
                 self.awaited.add(self.cancel_id)
             return Suspend(sorted(self.awaited))
         return outcome
+
+    def _failed(self, error: Exception) -> Outcome:
+        """How the function's own exception ends the run: a programming error of its own
+        code (``halt_on``) halts the task, to be resumed once fixed; anything else, and
+        any failure of a durable call re-raised through it (``recorded``), rejects it."""
+        if isinstance(error, self.runtime.halt_on) and not recorded(error):
+            return Abort(CodeError(self.root.id, error))
+        return Failed(error)
 
     async def _guarded(self, write: Coroutine[Any, Any, Any]) -> Abort | None:
         """Run a write of the run's own; the outcome to end with if it failed."""
