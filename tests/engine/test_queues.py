@@ -354,3 +354,45 @@ def test_the_servers_idle_deferral_never_holds_back_a_queue(machine: Machine) ->
     m.run(m.service.fire_due(1000, defer_idle=True))
     counts = m.ok("queue.get", {"name": "q"}, 1000)["queue"]
     assert (counts["running"], counts["waiting"]) == (1, 0)
+
+
+# -- admitted on arrival: nobody waits and a slot is free -------------------------------------
+
+
+def counts(m: Machine, now: int = 0) -> tuple[int, int, dict[str, tuple[int, int]]]:
+    got = m.ok("queue.get", {"name": "q"}, now)["queue"]
+    keys = {k["key"]: (k["running"], k["waiting"]) for k in got["keys"]}
+    return got["running"], got["waiting"], keys
+
+
+def test_an_execution_admitted_on_arrival_is_counted_as_one_granted_from_the_line(
+    m: Machine,
+) -> None:
+    declare(m, concurrency=2, keyConcurrency=1)
+    start(m, "a0", key="a")
+    start(m, "b0", key="b")  # both admitted as they arrive
+    start(m, "a1", key="a")  # its key is full
+    start(m, "c0", key="c")  # the queue is full
+    assert offered(m) == ["a0", "b0"]
+    assert counts(m) == (2, 2, {"a": (1, 1), "b": (1, 0), "c": (0, 1)})
+    finish(m, "a0", take(m, "a0"))
+    assert set(offered(m)) == {"b0", "c0"}  # c was never served: it goes before a
+    assert counts(m) == (2, 1, {"a": (0, 1), "b": (1, 0), "c": (1, 0)})
+    finish(m, "b0", take(m, "b0"))
+    assert set(offered(m)) == {"a1", "c0"}
+    assert sorted(run_all(m)) == ["a1", "c0"]
+    assert counts(m) == (0, 0, {})
+
+
+def test_a_delayed_execution_with_room_when_its_delay_is_over_is_offered_then(m: Machine) -> None:
+    """Its retry admits it on arrival, and offers it as every retry does: it never holds a
+    slot with no execute sent (the retry offers it then, not the queue)."""
+    declare(m, concurrency=1)
+    tags = {"resonate:target": TARGET, "troth:queue": "q", "resonate:delay": "300"}
+    m.create("later", tags=tags)
+    assert offered(m) == []
+    m.tick(300)
+    assert offered(m) == ["later"]
+    assert counts(m, 300) == (1, 0, {"": (1, 0)})
+    assert run_all(m, now=300) == ["later"]
+    assert counts(m, 300) == (0, 0, {})
