@@ -4,8 +4,9 @@ with ``register(commands)``, and each subcommand naming the function that runs i
 
 - ``serve``, ``dev`` (``troth.cli.server``) and ``worker`` (``troth.cli.worker``) run
   processes;
-- the operator commands (``promises``, ``tasks``, ``schedules``, ``invoke``) reach a server
-  or a database file through ``troth.cli.target`` and print through ``troth.cli.output``;
+- the operator commands (``promises``, ``tasks``, ``schedules``, ``queues``, ``invoke``)
+  reach a server or a database file through ``troth.cli.target`` and print through
+  ``troth.cli.output``;
 - ``tree`` and ``executions`` read the views (``troth.cli.views``: the server's JSON API,
   or the file's storage) and act through ``troth.views.actions``.
 
@@ -22,10 +23,20 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from troth.cli import executions, invoke, promises, schedules, server, tasks, tree, worker
+from troth.cli import (
+    executions,
+    invoke,
+    promises,
+    queues,
+    schedules,
+    server,
+    tasks,
+    tree,
+    worker,
+)
 from troth.cli.errors import CliError, Exit
 
-SUBJECTS = (server, worker, promises, tasks, schedules, invoke, tree, executions)
+SUBJECTS = (server, worker, promises, tasks, schedules, queues, invoke, tree, executions)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -21,9 +21,10 @@ from rich.tree import Tree
 from troth.cli import output
 from troth.cli.errors import CliError, Exit
 from troth.cli.target import Commands, Target, connected, options
-from troth.cli.views import reader
+from troth.cli.views import Reader, reader
+from troth.protocol.kinds import Kind
 from troth.protocol.records import PromiseState, TaskState
-from troth.views.tree import Node, to_json
+from troth.views.tree import Node, queue_question, to_json, with_queue
 
 _STATES = {
     PromiseState.PENDING: Style(color="yellow"),
@@ -59,18 +60,27 @@ async def _tree(target: Target, args: argparse.Namespace) -> int:
         raise CliError(f"--interval must be positive, got {args.interval}", Exit.USAGE)
     views = reader(target)
     try:
-        root = await views.tree(args.id)
+        root = await _read(views, target, args.id)
         if not args.watch:
             output.emit(args, to_json(root) if args.json else None, lambda: draw(root))
             return Exit.OK
         with Live(draw(root), console=Console(), auto_refresh=False) as live:
             while root.state == PromiseState.PENDING:
                 await asyncio.sleep(args.interval)
-                root = await views.tree(args.id)
+                root = await _read(views, target, args.id)
                 live.update(draw(root), refresh=True)
         return Exit.OK
     finally:
         await views.close()
+
+
+async def _read(views: Reader, target: Target, id: str) -> Node:
+    """The tree, and where its execution waits if it is queued (``queue.get``)."""
+    root = await views.tree(id)
+    question = queue_question(root)
+    if question is None:
+        return root
+    return with_queue(root, await target.send(Kind.QUEUE_GET, question))
 
 
 def draw(root: Node) -> Tree:
@@ -105,11 +115,12 @@ def _label(node: Node) -> _Label:
     if node.function:
         line.append(Segment(f" {node.function}", _FUNCTION))
     line.append(Segment(f"  {node.id}  "))
-    line.append(
-        Segment("halted", _STATES[PromiseState.REJECTED])
-        if halted
-        else Segment(node.state.value, _STATES[node.state])
-    )
+    if halted:
+        line.append(Segment("halted", _STATES[PromiseState.REJECTED]))
+    elif node.queued is not None:
+        line.append(Segment(node.queued.text(), _STATES[PromiseState.PENDING]))
+    else:
+        line.append(Segment(node.state.value, _STATES[node.state]))
     times = f"started {output.instant(node.created_on)}"
     if node.settled_on is not None:
         times += f", took {node.duration_ms} ms"

@@ -15,17 +15,33 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from troth.protocol.conventions import ATTEMPT_TAG, CANCEL_TAG, SCOPE, STALLED_HEADER, STEP_TAG
 from troth.protocol.ids import LINEAGE_SEP, ORIGIN_SEP
+from troth.protocol.queues import QUEUE_TAG, QueueGetRequest, QueueResponse
 from troth.protocol.records import PARENT, TARGET, PromiseRecord, PromiseState, TaskState
+from troth.protocol.responses import Reply
 from troth.views.executions import function_of
 from troth.views.values import Shown, error_text, shown
 
 _HALT = re.compile(r"halt\d+")
 _SEGMENT = re.compile(r"(\d+)|(\D+)")
+
+
+@dataclass(frozen=True)
+class Queued:
+    """Where a queued execution waits for a slot: its queue, its key, and its 1-based
+    place in that key's line (docs/queues.md, "Seeing queues")."""
+
+    queue: str
+    key: str
+    position: int
+
+    def text(self) -> str:
+        key = repr(self.key) if self.key else "the empty key"
+        return f"queued (position {self.position}, waiting for key {key})"
 
 
 @dataclass(frozen=True)
@@ -36,7 +52,8 @@ class Node:
     ``uuid``. Times are ms since the epoch; ``attempts`` counts a step's attempts so far
     (None where nothing is attempted); ``last_error`` is the error it was rejected with, or
     its latest failed attempt's while it is retried; ``stalled_ms`` is the longest time its
-    code blocked the event loop, when it did (a warning: ``troth.sdk.stalls``)."""
+    code blocked the event loop, when it did (a warning: ``troth.sdk.stalls``); ``queued``
+    where it waits in its queue, when the reader asked (``queue_question``)."""
 
     id: str
     kind: str
@@ -53,6 +70,7 @@ class Node:
     stalled_ms: int | None = None
     tags: dict[str, str] = field(default_factory=dict)
     children: tuple[Node, ...] = ()
+    queued: Queued | None = None
 
     def walk(self) -> Iterable[Node]:
         """This node and every node below it, depth first."""
@@ -113,6 +131,27 @@ def _node(
         tags=dict(record.tags),
         children=children,
     )
+
+
+def queue_question(node: Node) -> QueueGetRequest | None:
+    """The ``queue.get`` that says where ``node`` waits, if it may be waiting in a queue:
+    a pending promise in a queue whose task is pending (not yet offered, or offered)."""
+    name = node.tags.get(QUEUE_TAG)
+    if name is None or node.state != PromiseState.PENDING or node.task != TaskState.PENDING:
+        return None
+    return QueueGetRequest(name, task=node.id)
+
+
+def with_queue(node: Node, reply: Reply) -> Node:
+    """``node`` with where it waits, from the answer to its ``queue_question``: unchanged
+    unless it waits in the line (an admitted task is offered, no longer queued)."""
+    body = reply.body
+    if reply.status != 200 or not isinstance(body, QueueResponse) or body.entry is None:
+        return node
+    entry = body.entry
+    if entry.admitted or entry.position is None:
+        return node
+    return replace(node, queued=Queued(body.queue.spec.name, entry.key, entry.position))
 
 
 def _stalled_ms(record: PromiseRecord) -> int | None:
@@ -220,6 +259,9 @@ def to_json(node: Node) -> dict[str, Any]:
         "tags": node.tags,
         "children": [to_json(child) for child in node.children],
     }
+    if node.queued is not None:  # only when asked: the API's trees keep their shape
+        q = node.queued
+        data["queued"] = {"queue": q.queue, "key": q.key, "position": q.position}
     return data
 
 
@@ -232,6 +274,7 @@ def from_json(data: dict[str, Any]) -> Node:
         )
 
     task = data.get("task")
+    queued = data.get("queued")
     return Node(
         id=data["id"],
         kind=data["kind"],
@@ -248,4 +291,5 @@ def from_json(data: dict[str, Any]) -> Node:
         stalled_ms=data.get("stalled_ms"),
         tags=data.get("tags", {}),
         children=tuple(from_json(child) for child in data.get("children", [])),
+        queued=Queued(**queued) if queued is not None else None,
     )
