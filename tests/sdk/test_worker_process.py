@@ -62,6 +62,10 @@ async def test_a_worker_process_serves_rpcs_from_a_client_that_runs_no_worker(se
             raise
     assert worker.returncode == 0, output
     assert "serving greet" in output
+    # Who ran what, at INFO; the poll stream's requests are not logged one by one.
+    assert f"task greet-{group} v1 taken: greet" in output
+    assert f"task greet-{group} finished: resolved" in output
+    assert "HTTP Request" not in output
 
 
 def test_worker_main_refuses_what_is_not_an_app(tmp_path):

@@ -255,7 +255,7 @@ class HttpNetwork(Network):
                                 acks.handled(number)
                     finally:
                         await acks.close()
-                log.info("poll stream ended; reconnecting")
+                log.debug("poll stream ended; reconnecting")
             except asyncio.CancelledError:
                 raise
             except Exception as e:

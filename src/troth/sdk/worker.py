@@ -34,6 +34,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from troth.protocol.conventions import FUNC_TAG
 from troth.protocol.ids import origin
 from troth.protocol.kinds import Kind
 from troth.protocol.messages import Execute, Message
@@ -275,6 +276,7 @@ class Worker:
     ) -> None:
         held = HeldTask(task.id, task.version)
         self.leases.hold(held, sent)
+        log.info("task %s v%d taken: %s", task.id, task.version, root.tags.get(FUNC_TAG, "?"))
         driving = asyncio.ensure_future(self._run(held, root, preload))
         self._driving[task.id] = driving
         try:
@@ -446,6 +448,7 @@ class Worker:
                 task, SettleState.REJECTED, encode_error(codec, refused)
             )
         if status == 200:
+            log.info("task %s finished: %s", task.id, body.promise.state)
             self._setbacks.pop(task.id, None)
             self.runtime.settled.add(body.promise)
             self._on_settled(body.promise)
@@ -564,7 +567,9 @@ class Worker:
         except NetworkError as e:
             log.warning("%s %s failed (%s); its lease will lapse", Kind.TASK_RELEASE, task.id, e)
             return
-        if status not in (200, 404, 409):
+        if status == 200:
+            log.info("task %s released", task.id)
+        elif status not in (404, 409):
             log.warning("%s %s answered %s", Kind.TASK_RELEASE, task.id, status)
 
 def _convert_args(params: list[tuple[str, Any, Any]], raw: list[Any]) -> list[Any]:

@@ -64,6 +64,9 @@ def worker_main(spec: str, url: str | None = None, group: str | None = None) -> 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    # What a worker does is logged at INFO (tasks taken, finished, released); the poll
+    # stream's requests, which httpx logs at INFO one by one, are noise at that level.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     if url is not None:
         try:
             url = ",".join(server_urls(url))
