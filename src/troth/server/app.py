@@ -264,7 +264,9 @@ class App:
             await respond(send, 401, b"GET /metrics needs the --metrics-token as its bearer", TEXT)
             return
         try:
-            exposition = await metrics.scrape(self.service, self.timers, self.hub.group_sizes())
+            exposition = await metrics.scrape(
+                self.service, self.timers, self.hub.group_sizes(), self.service
+            )
         except Exception:
             log.exception("reading the metrics failed")
             await respond(send, 503)

@@ -13,7 +13,10 @@ Two kinds of value:
   every site is one ``is None`` test;
 - levels, read when scraped (``refresh``): the outbox's depth and oldest message, the
   timeouts lag, halted tasks, poll connections per group, the PostgreSQL pool. A scrape
-  costs one short storage read; no request pays for them.
+  costs one short storage read; no request pays for them;
+- queues, read when scraped through the storage's own ``queue.search`` and ``queue.get``
+  (``_Queues``): each queue's running, waiting and rate, and per key only the busiest keys
+  a ``queue.get`` lists, so a queue with a million keys still makes a bounded scrape.
 """
 
 from __future__ import annotations
@@ -25,8 +28,16 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from troth.protocol.envelope import Request
 from troth.protocol.kinds import Kind
-from troth.storage.service import Admin, StorageStats, Timers
+from troth.protocol.queues import (
+    QueueGetRequest,
+    QueueRecord,
+    QueueResponse,
+    QueueSearchRequest,
+    QueueSearchResponse,
+)
+from troth.storage.service import Admin, Requests, StorageStats, Timers
 
 # The text format every Prometheus reads (the client's newest, 1.0.0, only Prometheus 3 does);
 # troth's names are all legacy ones, so the text is the same.
@@ -119,6 +130,8 @@ class ServerMetrics:
         self._rounds = functools.cache(self._deliveries.labels)
         self._levels = _Levels()
         registry.register(self._levels)
+        self._queues = _Queues()
+        registry.register(self._queues)
 
     # -- events -----------------------------------------------------------------------------
 
@@ -160,12 +173,47 @@ class ServerMetrics:
 
     # -- levels, read at each scrape --------------------------------------------------------
 
-    async def scrape(self, storage: Admin, timers: Timers, poll_groups: Mapping[str, int]) -> bytes:
-        """The exposition of every metric, the levels read now."""
+    async def scrape(
+        self,
+        storage: Admin,
+        timers: Timers,
+        poll_groups: Mapping[str, int],
+        requests: Requests | None = None,
+    ) -> bytes:
+        """The exposition of every metric, the levels read now (and the queues, through
+        ``requests``: the storage's handler of protocol requests)."""
         stats = await storage.stats()
         deadline = await timers.next_deadline()
-        self._levels.update(stats, deadline, self._now(), dict(poll_groups))
+        now = self._now()
+        self._levels.update(stats, deadline, now, dict(poll_groups))
+        self._queues.update(await read_queues(requests, now) if requests else [], now)
         return generate_latest(self.registry)
+
+
+_QUEUE_PAGE = 100
+
+
+async def read_queues(requests: Requests, now: int) -> list[QueueRecord]:
+    """Every queue, each as ``queue.get`` answers it (with its busiest keys)."""
+    names: list[str] = []
+    cursor: str | None = None
+    while True:
+        search = QueueSearchRequest(limit=_QUEUE_PAGE, cursor=cursor)
+        reply = await requests.handle(Request(Kind.QUEUE_SEARCH, "metrics", search), now)
+        if not isinstance(reply.body, QueueSearchResponse):
+            return []
+        names += [queue.spec.name for queue in reply.body.queues]
+        cursor = reply.body.cursor
+        if cursor is None:
+            break
+    records = []
+    for name in names:
+        reply = await requests.handle(
+            Request(Kind.QUEUE_GET, "metrics", QueueGetRequest(name)), now
+        )
+        if isinstance(reply.body, QueueResponse):  # not deleted since the search
+            records.append(reply.body.queue)
+    return records
 
 
 class _Levels:
@@ -248,6 +296,60 @@ class _Levels:
             "Requests that gave up waiting for a PostgreSQL connection",
             value=pool.timeouts,
         )
+
+
+class _Queues:
+    """Each queue's gauges, and its busiest keys', as the last scrape read them. The
+    families are there even with no queue, so what a server exports never depends on
+    its state."""
+
+    def __init__(self) -> None:
+        self._records: list[QueueRecord] = []
+        self._now = 0
+
+    def update(self, records: list[QueueRecord], now: int) -> None:
+        self._records, self._now = records, now
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        now = self._now
+        families = {
+            name: GaugeMetricFamily(f"troth_queue_{name}", help, labels=["queue"])
+            for name, help in _QUEUE_GAUGES
+        }
+        keys = {
+            name: GaugeMetricFamily(f"troth_queue_key_{name}", help, labels=["queue", "key"])
+            for name, help in _KEY_GAUGES
+        }
+        for q in self._records:
+            name = q.spec.name
+            families["running"].add_metric([name], q.running)
+            families["waiting"].add_metric([name], q.waiting)
+            families["rate_limited"].add_metric([name], _holds(q.limited_until, now))
+            for k in q.keys:
+                keys["running"].add_metric([name, k.key], k.running)
+                keys["waiting"].add_metric([name, k.key], k.waiting)
+                keys["rate_limited"].add_metric([name, k.key], _holds(k.limited_until, now))
+        yield from families.values()
+        yield from keys.values()
+
+
+_QUEUE_GAUGES = (
+    ("running", "Executions of the queue holding a slot (offered to a worker or running)"),
+    ("waiting", "Executions waiting in the queue's line for a slot"),
+    ("rate_limited", "1 while the queue's rate holds its line back, else 0"),
+)
+_KEY_GAUGES = (
+    ("running", "Executions of one of the queue's busiest keys holding a slot"),
+    ("waiting", "Executions of one of the queue's busiest keys waiting for a slot"),
+    ("rate_limited", "1 while the key's own rate holds it back, else 0"),
+)
+
+
+def _holds(until: int | None, now: int) -> int:
+    return int(until is not None and until > now)
 
 
 def _gauge(name: str, help: str, value: float) -> GaugeMetricFamily:
