@@ -5,7 +5,7 @@ uses for durable calls. See ``troth.sdk.app`` and ``troth.sdk.context``.
 """
 
 from troth.sdk.app import Troth
-from troth.sdk.client import DurablePromise, ExecutionStatus, Handle
+from troth.sdk.client import DurablePromise, ExecutionStatus, Handle, QueuedStatus
 from troth.sdk.clock import VirtualClock, WallClock
 from troth.sdk.codec import Codec, JsonSerializer
 from troth.sdk.context import Context, DurableFuture
@@ -50,6 +50,7 @@ __all__ = [
     "NonDeterminismError",
     "Options",
     "Queue",
+    "QueuedStatus",
     "RateLimit",
     "RemoteError",
     "RetryPolicy",

@@ -26,7 +26,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 
 from troth.protocol.conventions import cancel_request
 from troth.protocol.kinds import Kind
-from troth.protocol.queues import DEBOUNCED_HEADER
+from troth.protocol.queues import DEBOUNCED_HEADER, QUEUE_TAG, QueueGetRequest, QueueResponse
 from troth.protocol.records import (
     PromiseRecord,
     PromiseState,
@@ -79,12 +79,14 @@ class Session(Starter, Protocol):
 class ExecutionStatus(StrEnum):
     """Where an execution stands (``handle.status()``, ``app.executions.status(id)``).
 
-    Live: ``pending`` (waiting for a worker, or a promise without a task), ``running`` (a
-    worker holds it), ``suspended`` (awaiting a promise), ``halted`` (stopped until an
-    operator resumes it; see ``HaltedError``). Settled: ``resolved``, ``rejected``,
-    ``canceled``, ``timedout``.
+    Live: ``queued`` (waiting in its queue's line for a slot: ``status()`` answers a
+    ``QueuedStatus`` then, which says where), ``pending`` (waiting for a worker, or a
+    promise without a task), ``running`` (a worker holds it), ``suspended`` (awaiting a
+    promise), ``halted`` (stopped until an operator resumes it; see ``HaltedError``).
+    Settled: ``resolved``, ``rejected``, ``canceled``, ``timedout``.
     """
 
+    QUEUED = "queued"
     PENDING = "pending"
     RUNNING = "running"
     SUSPENDED = "suspended"
@@ -93,6 +95,24 @@ class ExecutionStatus(StrEnum):
     REJECTED = "rejected"
     CANCELED = "canceled"
     TIMEDOUT = "timedout"
+
+
+class QueuedStatus(str):
+    """The status of an execution waiting in its queue (docs/queues.md, "Seeing queues"):
+    equal to ``ExecutionStatus.QUEUED`` (``"queued"``), and says where it waits: its
+    ``queue``, its ``key``, and its 1-based ``position`` in that key's line."""
+
+    queue: str
+    key: str
+    position: int
+
+    def __new__(cls, queue: str, key: str, position: int) -> QueuedStatus:
+        status = super().__new__(cls, ExecutionStatus.QUEUED.value)
+        status.queue, status.key, status.position = queue, key, position
+        return status
+
+    def __repr__(self) -> str:
+        return f"QueuedStatus(queue={self.queue!r}, key={self.key!r}, position={self.position})"
 
 
 _SETTLED_STATUS = {
@@ -159,8 +179,8 @@ class Handle(Generic[T]):
         # The value was encoded from the function's T and is decoded back by its hint.
         return cast(T, result_of(record, self._codec, self._hint))
 
-    async def status(self) -> ExecutionStatus:
-        """Where the execution stands now (``pending``, ``running``, ``halted``, ...)."""
+    async def status(self) -> ExecutionStatus | QueuedStatus:
+        """Where the execution stands now (``queued``, ``pending``, ``running``, ...)."""
         await self._creation()
         return await self._executions.status(self.id)
 
@@ -433,6 +453,18 @@ def _ms(instant: datetime | None) -> str | None:
     return str(round(instant.timestamp() * 1000))
 
 
+async def _queued(network: Network, queue: str, id: str) -> QueuedStatus | None:
+    """Where task ``id`` waits in ``queue``; None once it is admitted (offered to a worker),
+    or when the server keeps no queues."""
+    status, body = await network.send(Kind.QUEUE_GET, QueueGetRequest(queue, task=id))
+    if status != 200 or not isinstance(body, QueueResponse) or body.entry is None:
+        return None
+    entry = body.entry
+    if entry.admitted or entry.position is None:
+        return None
+    return QueuedStatus(queue, entry.key, entry.position)
+
+
 class Executions:
     """Executions by id, for operators: where one stands, and resuming a halted one."""
 
@@ -476,15 +508,20 @@ class Executions:
         query = ExecutionQuery.parse({k: v for k, v in params.items() if v is not None})
         return await self._session.runtime.network.executions(query)
 
-    async def status(self, id: str) -> ExecutionStatus:
+    async def status(self, id: str) -> ExecutionStatus | QueuedStatus:
         """Where execution ``id`` stands now: its promise's state once settled, else its
-        task's (``pending`` for a promise without a task)."""
+        task's (``pending`` for a promise without a task), or ``queued`` while its task
+        waits in its queue's line."""
         network = self._session.runtime.network
         promise = await send_promise(network, Kind.PROMISE_GET, PromiseGetRequest(id))
         if promise.state == PromiseState.PENDING:
             task = await task_of(network, id)
             if task is None:
                 return ExecutionStatus.PENDING
+            if task.state == TaskState.PENDING and QUEUE_TAG in promise.tags:
+                queued = await _queued(network, promise.tags[QUEUE_TAG], id)
+                if queued is not None:
+                    return queued
             if task.state != TaskState.FULFILLED:
                 return _TASK_STATUS[task.state]
             # Settled between the two reads.
