@@ -10,6 +10,12 @@ from importlib.resources import files
 from urllib.parse import parse_qs
 
 from troth.protocol.kinds import Kind
+from troth.protocol.queues import (
+    QueueGetRequest,
+    QueueResponse,
+    QueueSearchRequest,
+    QueueSearchResponse,
+)
 from troth.protocol.records import PromiseRecord, SettleState, TaskRecord, TaskState
 from troth.protocol.requests import (
     PromiseGetRequest,
@@ -43,7 +49,7 @@ from troth.server.console.session import Visitor, visitor
 from troth.server.rpc import Rpc
 from troth.storage.service import Views
 from troth.views import actions
-from troth.views.tree import build
+from troth.views.tree import Node, build, queue_question, with_queue
 
 log = logging.getLogger(__name__)
 
@@ -161,12 +167,15 @@ class Console:
                 return 404, missing, None
             task = await self._task(id, you.token)
             tasks = {id: task.state} if task is not None else {}
+            root = await self._queued(build(id, records, tasks), you.token)
             etag = _fingerprint(records, tasks, page)
+            if root.queued is not None:  # the line moves without the execution changing
+                etag += f"-q{root.queued.position}"
             if path == "/execution":
-                return 200, page.execution(build(id, records, tasks), etag), None
+                return 200, page.execution(root, etag), None
             if seen == etag.encode():
                 return 304, NOTHING, etag
-            return 200, page.live(build(id, records, tasks)), etag
+            return 200, page.live(root), etag
         if path == "/halted":
             _unscoped(grant)
             halted = TaskSearchRequest(TaskState.HALTED, _PAGE_SIZE, query.get("cursor") or None)
@@ -185,7 +194,32 @@ class Console:
             if not isinstance(reply.body, ScheduleSearchResponse):
                 return reply.status, page.message("Cannot list schedules", str(reply.body)), None
             return 200, page.schedules(reply.body.schedules, reply.body.cursor), None
+        if path == "/queues":
+            _unscoped(grant)
+            listing = QueueSearchRequest(limit=_PAGE_SIZE, cursor=query.get("cursor") or None)
+            reply = await self._calls(Kind.QUEUE_SEARCH, listing, you.token)
+            if not isinstance(reply.body, QueueSearchResponse):
+                return reply.status, page.message("Cannot list queues", str(reply.body)), None
+            return 200, page.queues(reply.body.queues, reply.body.cursor), None
+        if path == "/queue":
+            _unscoped(grant)
+            name = forms.required(query, "name")
+            reply = await self._calls(Kind.QUEUE_GET, QueueGetRequest(name), you.token)
+            if reply.status == 404:
+                missing = page.message("Not found", f"There is no queue {name}.", "/console/queues")
+                return 404, missing, None
+            if not isinstance(reply.body, QueueResponse):
+                return reply.status, page.message("Cannot read the queue", str(reply.body)), None
+            return 200, page.queue(reply.body.queue), None
         return 404, page.message("Not found", "The console has no such page.", "/console"), None
+
+    async def _queued(self, root: Node, token: str | None) -> Node:
+        """``root`` with where it waits, if it is queued (a scoped token may not read
+        queues: the page then shows it pending)."""
+        question = queue_question(root)
+        if question is None:
+            return root
+        return with_queue(root, await self._calls(Kind.QUEUE_GET, question, token))
 
     async def _halt_reason(self, id: str) -> str | None:
         records = await self._views.family(id)

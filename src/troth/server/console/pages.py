@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 import msgspec
 
 from troth.protocol.ids import origin
+from troth.protocol.queues import QueueKeyStats, QueueRecord
 from troth.protocol.records import PromiseState, Schedule, TaskRecord, TaskState
 from troth.server.console.markup import Html, html, join
 from troth.server.console.session import CSRF_FIELD
@@ -236,6 +237,55 @@ class Page:
         body = html("<h1>Schedules</h1>{}{}", table, _more("/console/schedules", next_cursor))
         return self.layout("Schedules", body, current="schedules")
 
+    def queues(self, queues: Sequence[QueueRecord], next_cursor: str | None) -> Html:
+        if not queues:
+            table = html('<p class="empty">No queue is declared.</p>')
+        else:
+            table = html(
+                '<table><thead><tr><th scope="col">queue</th><th scope="col">limits</th>'
+                '<th scope="col">running</th><th scope="col">waiting</th>'
+                '<th scope="col">rate limited until</th></tr></thead><tbody>{}</tbody></table>',
+                join(
+                    html(
+                        '<tr><td><a href="{}"><code>{}</code></a></td><td>{}</td><td>{}</td>'
+                        "<td>{}</td><td>{}</td></tr>",
+                        "/console/queue?" + urlencode({"name": q.spec.name}),
+                        q.spec.name,
+                        limits(q),
+                        q.running,
+                        q.waiting,
+                        _time(q.limited_until),
+                    )
+                    for q in queues
+                ),
+            )
+        body = html("<h1>Queues</h1>{}{}", table, _more("/console/queues", next_cursor))
+        return self.layout("Queues", body, current="queues")
+
+    def queue(self, queue: QueueRecord) -> Html:
+        keys = (
+            html(
+                '<table><thead><tr><th scope="col">key</th><th scope="col">running</th>'
+                '<th scope="col">waiting</th><th scope="col">rate limited until</th></tr>'
+                "</thead><tbody>{}</tbody></table>",
+                join(_key_row(k) for k in queue.keys),
+            )
+            if queue.keys
+            else html('<p class="empty">No execution is running or waiting.</p>')
+        )
+        body = html(
+            '<h1>Queue <code>{}</code></h1><dl class="summary"><dt>limits</dt><dd>{}</dd>'
+            "<dt>running</dt><dd>{}</dd><dt>waiting</dt><dd>{}</dd>"
+            "<dt>rate limited until</dt><dd>{}</dd></dl><h2>Busiest keys</h2>{}",
+            queue.spec.name,
+            limits(queue),
+            queue.running,
+            queue.waiting,
+            _time(queue.limited_until),
+            keys,
+        )
+        return self.layout(f"Queue {queue.spec.name}", body, current="queues")
+
     def confirm(self, verb: str, id: str, value: str | None) -> Html:
         extra = (
             html('<input type="hidden" name="value" value="{}"><p>with the value <code>{}</code>'
@@ -284,6 +334,7 @@ _NAV = (
     ("executions", "/console", "Executions"),
     ("halted", "/console/halted", "Halted"),
     ("schedules", "/console/schedules", "Schedules"),
+    ("queues", "/console/queues", "Queues"),
 )
 
 _CONSEQUENCES = {
@@ -308,6 +359,32 @@ _LAYOUT = """<!doctype html>
 <main id="main">{body}</main>
 </body></html>
 """
+
+
+def limits(queue: QueueRecord) -> str:
+    """A queue's limits in one line (``concurrency 4, per key 1, rate 50 / 30 s``)."""
+    spec = queue.spec
+    parts = [
+        f"{label} {value}"
+        for label, value in (("concurrency", spec.concurrency), ("per key", spec.key_concurrency))
+        if value is not None
+    ]
+    parts += [
+        f"{label} {rate.limit} / {_duration(rate.period)}"
+        for label, rate in (("rate", spec.rate), ("key rate", spec.key_rate))
+        if rate is not None
+    ]
+    return ", ".join(parts + (["priority"] if spec.priority else [])) or "none"
+
+
+def _key_row(key: QueueKeyStats) -> Html:
+    return html(
+        "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        key.key or "(empty key)",
+        key.running,
+        key.waiting,
+        _time(key.limited_until),
+    )
 
 
 def _search_form(query: ExecutionQuery) -> Html:
@@ -379,7 +456,7 @@ def _summary(root: Node) -> Html:
         "<dt>task</dt><dd>{}</dd><dt>created</dt><dd>{}</dd><dt>settled</dt><dd>{}</dd>"
         "<dt>duration</dt><dd>{}</dd></dl>",
         root.function or "",
-        _state_badge(root.state),
+        _state_badge(root.state) if root.queued is None else _queued_badge(root),
         root.task or "none",
         _time(root.created_on),
         _time(root.settled_on),
@@ -398,6 +475,11 @@ def after(id: str) -> str:
 
 def _execution_link(id: str) -> Html:
     return html('<a href="{}"><code>{}</code></a>', execution_url(id), id)
+
+
+def _queued_badge(root: Node) -> Html:
+    assert root.queued is not None
+    return html('<span class="state state-queued">{}</span>', root.queued.text())
 
 
 def _state_badge(state: object) -> Html:
