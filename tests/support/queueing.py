@@ -191,6 +191,7 @@ def wait_serving(logs: Iterable[Path], within: float = 30) -> None:
     its executions once the workers listen."""
     deadline = time.monotonic() + within
     for log in logs:
-        while "/poll/" not in (log.read_text() if log.exists() else ""):
-            assert time.monotonic() < deadline, f"{log.name}: the worker never listened"
+        while "serving work for group" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline, f"{log.name}: the worker never started"
             time.sleep(0.02)
+    time.sleep(0.5)  # the poll stream opens just after that line (about 0.1 s)
