@@ -264,16 +264,22 @@ def test_bodies_over_the_limit_are_413_and_at_the_limit_are_served(
 def test_every_kind_has_a_valid_request_the_seeded_state_accepts(machine: HttpMachine) -> None:
     """The mutations start from requests that work, or they would only test 404s.
 
-    Three cannot work on a state where the others do: the seeded task already exists
+    Four cannot work on a state where the others do: the seeded task already exists
     (task.create), is held at version 1 (task.acquire of version 0) and is not halted
-    (task.continue); their mutations reach the conflict branches instead.
+    (task.continue); their mutations reach the conflict branches instead. The seeded state
+    declares no queue, so queue.get answers 404.
     """
     statuses = {}
     for kind in sorted(Kind):
         seed(machine)
         statuses[kind] = machine.apply(envelope(kind, VALID[kind]))["head"]["status"]
     refused = {k: s for k, s in statuses.items() if s not in (200, 300)}
-    assert refused == {"task.acquire": 409, "task.continue": 409, "task.create": 409}
+    assert refused == {
+        "task.acquire": 409,
+        "task.continue": 409,
+        "task.create": 409,
+        "queue.get": 404,
+    }
 
 
 # -- troth's task.fences: a refusal names the field, and refuses the whole batch ----------------
